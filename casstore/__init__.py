@@ -1,0 +1,1 @@
+"""casstore: deterministic Harbor task archives, their store, and safe reading."""

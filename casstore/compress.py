@@ -1,0 +1,277 @@
+"""Deterministic compression of the tar stream, and bounded decompression.
+
+gzip (the default): one member, header with mtime 0, no file name, no flags, XFL 0 and OS byte
+255. The deflate stream is cut into fixed 1 MiB blocks compressed in parallel (each block primed
+with the previous 32 KiB as its dictionary and ended by a sync flush, as pigz does), so the
+bytes depend only on the input, never on the number of threads. zstd: level 3, checksum on, no
+content size, compressed with one or more worker threads (zstd's output is the same for any
+number of workers >= 1). ``none``: the tar stream as is.
+
+Decoders yield the uncompressed stream in chunks of at most ``CHUNK`` bytes whatever the input
+(no decompression bomb reaches memory), refuse trailing bytes after the compressed stream, and
+raise :class:`CorruptArchiveError` for any decoding failure.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import BinaryIO, Literal, Protocol
+
+import zstandard
+
+from casstore.errors import CorruptArchiveError, NotCanonicalError
+
+__all__ = [
+    "CHUNK",
+    "COMPRESSIONS",
+    "Compression",
+    "Encoder",
+    "decode",
+    "detect",
+    "new_encoder",
+]
+
+Compression = Literal["gzip", "zstd", "none"]
+COMPRESSIONS: tuple[Compression, ...] = ("gzip", "zstd", "none")
+CHUNK = 1 << 20
+GZIP_LEVEL = 6
+ZSTD_LEVEL = 3
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_WINDOW = 1 << 15
+_MAX_ZSTD_WINDOW = 1 << 27
+
+Write = Callable[[bytes], object]
+
+
+class Encoder(Protocol):
+    """Compresses a stream handed over in blocks; ``write`` receives the compressed bytes."""
+
+    def feed(self, block: bytes | bytearray) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+def workers() -> int:
+    """Threads used for compression: the machine's cores (at least 1)."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+
+
+def new_encoder(compression: Compression, write: Write) -> Encoder:
+    """An encoder for ``compression`` that passes compressed bytes to ``write`` in order."""
+    if compression == "gzip":
+        return _GzipEncoder(write)
+    if compression == "zstd":
+        return _ZstdEncoder(write)
+    return _PlainEncoder(write)
+
+
+class _PlainEncoder:
+    def __init__(self, write: Write) -> None:
+        self._write = write
+
+    def feed(self, block: bytes | bytearray) -> None:
+        self._write(bytes(block))
+
+    def finish(self) -> None:
+        pass
+
+
+class _ZstdEncoder:
+    def __init__(self, write: Write) -> None:
+        self._write = write
+        options = {"write_checksum": True, "write_content_size": False, "threads": workers()}
+        self._zstd = zstandard.ZstdCompressor(level=ZSTD_LEVEL, **options).compressobj()
+
+    def feed(self, block: bytes | bytearray) -> None:
+        out = self._zstd.compress(block)
+        if out:
+            self._write(out)
+
+    def finish(self) -> None:
+        self._write(self._zstd.flush())
+
+
+def _deflate(block: bytes | bytearray, dictionary: bytes, last: bool) -> bytes:
+    options = {"zdict": dictionary} if dictionary else {}
+    compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -15, 8, **options)
+    out = compressor.compress(block)
+    return out + compressor.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+
+
+class _GzipEncoder:
+    """Block-parallel deflate: fixed ``CHUNK`` blocks, so the output never depends on timing."""
+
+    def __init__(self, write: Write) -> None:
+        self._write = write
+        self._pool = ThreadPoolExecutor(workers()) if workers() > 1 else None
+        self._pending: deque[Future[bytes] | bytes] = deque()
+        self._buffer = bytearray()
+        self._dictionary = b""
+        self._crc = 0
+        self._size = 0
+        write(GZIP_HEADER)
+
+    def feed(self, block: bytes | bytearray) -> None:
+        if not self._buffer and len(block) == CHUNK:
+            self._submit(block, last=False)
+            return
+        self._buffer += block
+        while len(self._buffer) >= CHUNK:
+            self._submit(bytes(self._buffer[:CHUNK]), last=False)
+            del self._buffer[:CHUNK]
+
+    def finish(self) -> None:
+        self._submit(bytes(self._buffer), last=True)
+        while self._pending:
+            self._drain()
+        if self._pool is not None:
+            self._pool.shutdown()
+        self._write(struct.pack("<II", self._crc, self._size & 0xFFFFFFFF))
+
+    def _submit(self, block: bytes | bytearray, last: bool) -> None:
+        self._crc = zlib.crc32(block, self._crc)
+        self._size += len(block)
+        if self._pool is None:
+            self._pending.append(_deflate(block, self._dictionary, last))
+        else:
+            self._pending.append(self._pool.submit(_deflate, block, self._dictionary, last))
+        self._dictionary = bytes(block[-_WINDOW:])
+        while len(self._pending) > 2 * workers():
+            self._drain()
+
+    def _drain(self) -> None:
+        done = self._pending.popleft()
+        self._write(done if isinstance(done, bytes) else done.result())
+
+
+def detect(head: bytes) -> Compression:
+    """The compression of a stream starting with ``head`` (at least 4 bytes): by magic."""
+    if head.startswith(GZIP_HEADER[:2]):
+        return "gzip"
+    if head.startswith(ZSTD_MAGIC):
+        return "zstd"
+    return "none"
+
+
+def decode(compression: Compression, source: BinaryIO) -> Iterator[bytes]:
+    """Yield the uncompressed stream of ``source`` in chunks of at most ``CHUNK`` bytes.
+
+    Raises :class:`CorruptArchiveError` for a truncated or damaged stream, a bad checksum or
+    bytes after its end; :class:`NotCanonicalError` for a gzip header the packager never writes.
+    """
+    if compression == "gzip":
+        return _gunzip(source)
+    if compression == "zstd":
+        return _unzstd(source)
+    return iter(lambda: source.read(CHUNK), b"")
+
+
+def _gunzip(source: BinaryIO) -> Iterator[bytes]:
+    header = source.read(len(GZIP_HEADER))
+    if header != GZIP_HEADER:
+        raise NotCanonicalError(None, "gzip header is not canonical (flags 0, mtime 0, OS 255)")
+    inflater = zlib.decompressobj(-15)
+    crc, size = 0, 0
+    pending = b""
+    while not inflater.eof:
+        pending = inflater.unconsumed_tail or source.read(CHUNK)
+        if not pending:
+            raise CorruptArchiveError(None, "gzip stream is truncated")
+        try:
+            out = inflater.decompress(pending, CHUNK)
+        except zlib.error as error:
+            raise CorruptArchiveError(None, f"gzip stream is damaged: {error}") from error
+        crc, size = zlib.crc32(out, crc), size + len(out)
+        if out:
+            yield out
+    trailer = inflater.unused_data + source.read(8)
+    _check_gzip_trailer(trailer[:8], crc, size)
+    if trailer[8:] or source.read(1):
+        raise CorruptArchiveError(None, "trailing bytes after the gzip stream")
+
+
+def _check_gzip_trailer(trailer: bytes, crc: int, size: int) -> None:
+    if len(trailer) < 8:
+        raise CorruptArchiveError(None, "gzip trailer is truncated")
+    expected_crc, expected_size = struct.unpack("<II", trailer)
+    if expected_crc != crc:
+        raise CorruptArchiveError(None, "gzip CRC-32 does not match the data")
+    if expected_size != size & 0xFFFFFFFF:
+        raise CorruptArchiveError(None, "gzip length does not match the data")
+
+
+def _unzstd(source: BinaryIO) -> Iterator[bytes]:
+    tracker = _ZstdFrameEnd(source)
+    reader = zstandard.ZstdDecompressor(max_window_size=_MAX_ZSTD_WINDOW)
+    try:
+        yield from reader.read_to_iter(tracker, read_size=CHUNK, write_size=CHUNK)
+    except zstandard.ZstdError as error:
+        raise CorruptArchiveError(None, f"zstd stream is damaged: {error}") from error
+    while tracker.read(CHUNK):
+        pass
+    if tracker.end is None:
+        raise CorruptArchiveError(None, "zstd frame is truncated")
+    if tracker.total != tracker.end:
+        raise CorruptArchiveError(
+            None, f"{tracker.total - tracker.end} trailing bytes after the zstd frame"
+        )
+
+
+class _ZstdFrameEnd:
+    """Reads through ``source`` and follows the zstd frame's block headers as the bytes pass,
+    so that ``end`` (the frame's length) is known without seeking or buffering payloads."""
+
+    def __init__(self, source: BinaryIO) -> None:
+        self._source = source
+        self._buffer = bytearray()
+        self._base = 0  # stream offset of _buffer[0]
+        self._next = 0  # stream offset of the next header to parse
+        self._checksum = False
+        self._in_blocks = False
+        self.total = 0
+        self.end: int | None = None
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._source.read(size)
+        self.total += len(data)
+        if self.end is None:
+            self._buffer += data
+            self._scan()
+        return data
+
+    def _scan(self) -> None:
+        while self.end is None:
+            skip = self._next - self._base
+            if skip >= len(self._buffer):
+                self._base += len(self._buffer)
+                self._buffer.clear()
+                return
+            del self._buffer[:skip]
+            self._base = self._next
+            if not self._parse():
+                return
+
+    def _parse(self) -> bool:
+        head = self._buffer
+        if not self._in_blocks:
+            if len(head) < 5:
+                return False
+            descriptor = head[4]
+            single, dictionary, content = (descriptor >> 5) & 1, descriptor & 3, descriptor >> 6
+            header = 5 + (1 - single) + (0, 1, 2, 4)[dictionary] + (single, 2, 4, 8)[content]
+            self._checksum, self._in_blocks = bool(descriptor & 4), True
+            self._next += header
+            return True
+        if len(head) < 3:
+            return False
+        raw = head[0] | head[1] << 8 | head[2] << 16
+        self._next += 3 + (1 if (raw >> 1) & 3 == 1 else raw >> 3)
+        if raw & 1:
+            self.end = self._next + (4 if self._checksum else 0)
+        return True

@@ -1,0 +1,135 @@
+"""Every error casstore raises, in one place.
+
+Each class is one kind of failure; ``kind`` is its stable machine name (the ``error.kind`` of
+``--json`` output). Every error names the entry it is about (``path``) and the rule it broke
+(``rule``); ``str(error)`` is ``"<path>: <rule>"``, one line.
+
+Hierarchy::
+
+    CasstoreError
+    ├── UsageError               bad input from the caller (missing path, bad option); CLI exit 2
+    ├── CheckError               a check failed; CLI exit 1
+    │   ├── UnsafePathError      absolute, ``..``, empty or non-UTF-8 names, duplicates, too deep
+    │   ├── SymlinkError         absolute, escaping, dangling, cyclic or protected links
+    │   ├── EntryTypeError       hard links, devices, FIFOs, sockets, sparse or unknown entries
+    │   ├── LimitError           a bound of ``Limits`` exceeded (names limit, value and path)
+    │   ├── NotCanonicalError    order, headers or padding differ from what the packager writes
+    │   ├── CorruptArchiveError  bad checksum, truncated data, bad compression, trailing garbage
+    │   ├── DigestMismatchError  the bytes do not hash to the expected address
+    │   ├── SourceChangedError   the source tree changed while it was being packed
+    │   └── TaskFormatError      not a Harbor task: task.toml, instruction.md or steps rules
+    └── StoreError               the store's index or filesets refuse an operation
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CasstoreError",
+    "CheckError",
+    "CorruptArchiveError",
+    "DigestMismatchError",
+    "EntryTypeError",
+    "LimitError",
+    "NotCanonicalError",
+    "SourceChangedError",
+    "StoreError",
+    "SymlinkError",
+    "TaskFormatError",
+    "UnsafePathError",
+    "UsageError",
+]
+
+
+class CasstoreError(Exception):
+    """Base of every casstore error: ``path`` is the entry, ``rule`` the broken rule."""
+
+    kind = "error"
+    exit_code = 1
+
+    def __init__(self, path: str | None, rule: str) -> None:
+        self.path = path
+        self.rule = rule
+        super().__init__(f"{path}: {rule}" if path else rule)
+
+    def to_json(self) -> dict[str, str | None]:
+        """``{"kind", "path", "message"}`` as the CLI's ``--json`` output reports it."""
+        return {"kind": self.kind, "path": self.path, "message": str(self)}
+
+
+class UsageError(CasstoreError):
+    """The caller asked for something impossible: a missing path, a malformed option."""
+
+    kind = "usage"
+    exit_code = 2
+
+
+class CheckError(CasstoreError):
+    """A verification or packaging check failed."""
+
+    kind = "check"
+
+
+class UnsafePathError(CheckError):
+    """A name is absolute, holds ``..``/``.``/empty components, is not UTF-8, or repeats."""
+
+    kind = "unsafe_path"
+
+
+class SymlinkError(CheckError):
+    """A symbolic link is absolute, escapes the task, dangles, loops, or is protected."""
+
+    kind = "symlink"
+
+
+class EntryTypeError(CheckError):
+    """An entry is neither a directory, a regular file nor a symbolic link."""
+
+    kind = "entry_type"
+
+
+class LimitError(CheckError):
+    """A bound of :class:`casstore.limits.Limits` was exceeded."""
+
+    kind = "limit"
+
+    def __init__(self, path: str | None, limit: str, value: int, bound: int) -> None:
+        self.limit = limit
+        self.value = value
+        self.bound = bound
+        super().__init__(path, f"limit {limit} exceeded: {value} > {bound}")
+
+
+class NotCanonicalError(CheckError):
+    """The archive is well formed but not byte for byte what the packager writes."""
+
+    kind = "not_canonical"
+
+
+class CorruptArchiveError(CheckError):
+    """The archive cannot be decoded: checksum, truncation, compression or trailing bytes."""
+
+    kind = "corrupt"
+
+
+class DigestMismatchError(CheckError):
+    """The archive's bytes do not hash to the expected address."""
+
+    kind = "digest_mismatch"
+
+
+class SourceChangedError(CheckError):
+    """The source tree changed while it was packed (the caller may retry)."""
+
+    kind = "source_changed"
+
+
+class TaskFormatError(CheckError):
+    """The tree is not a Harbor task (task.toml, instruction.md, steps rules)."""
+
+    kind = "task_format"
+
+
+class StoreError(CasstoreError):
+    """The store refuses an operation (unknown reference, existing name, broken index)."""
+
+    kind = "store"

@@ -1,0 +1,130 @@
+"""Writing checked members to disk without ever trusting the disk.
+
+Members arrive in canonical depth-first order after their checks, so the parent of each one is
+the innermost directory opened so far: the extractor keeps a stack of directory descriptors
+and creates every entry relative to its parent's descriptor with ``O_EXCL | O_NOFOLLOW``
+(never following a link on disk), inside a fresh private temporary directory beside the
+destination. Modes are applied with ``fchmod`` (directories last, deepest first); nothing is
+chowned. ``commit`` renames the temporary directory into place with ``RENAME_NOREPLACE``;
+``abort`` removes it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from casstore.errors import UsageError
+from casstore.tarformat import Member
+
+__all__ = ["Extractor"]
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class Extractor:
+    """Extracts into ``dest`` (must not exist; its parent must be a directory)."""
+
+    def __init__(self, dest: Path) -> None:
+        self.dest = Path(os.path.abspath(dest))
+        if os.path.lexists(self.dest):
+            raise UsageError(str(dest), "destination already exists")
+        if not self.dest.parent.is_dir():
+            raise UsageError(str(dest), "parent of the destination is not a directory")
+        self._temporary = tempfile.mkdtemp(prefix=f".{self.dest.name}.", dir=self.dest.parent)
+        self._stack: list[tuple[tuple[str, ...], int]] = []
+        self._root = os.open(self._temporary, _DIR_FLAGS)
+        self._dir_modes: list[tuple[str, int]] = []
+        self._top = ""
+
+    def add(self, member: Member, parts: tuple[str, ...], data: Iterable[memoryview]) -> None:
+        """Create ``member`` (``parts`` below the top directory; ``()`` is the top itself),
+        writing ``data`` for a file. The caller has checked the member already."""
+        parent = self._parent(parts)
+        name = parts[-1] if parts else member.name
+        if not parts:
+            self._top = member.name
+        if member.kind == "dir":
+            os.mkdir(name, 0o700, dir_fd=parent)
+            self._stack.append((parts, os.open(name, _DIR_FLAGS, dir_fd=parent)))
+            self._dir_modes.append(("/".join((self._top or name, *parts)), member.mode))
+        elif member.kind == "symlink":
+            os.symlink(member.linkname, name, dir_fd=parent)
+        else:
+            _write_file(parent, name, member.mode, data)
+
+    def _parent(self, parts: tuple[str, ...]) -> int:
+        while self._stack and self._stack[-1][0] != parts[:-1]:
+            os.close(self._stack.pop()[1])
+        return self._stack[-1][1] if parts else self._root
+
+    def commit(self) -> None:
+        """Apply directory modes, deepest first, and move the result to ``dest`` atomically."""
+        self._close_stack()
+        for relative, mode in reversed(self._dir_modes):
+            fd = os.open(relative, _DIR_FLAGS, dir_fd=self._root)
+            try:
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+        os.close(self._root)
+        self._root = -1
+        os.chmod(self._temporary, 0o777 & ~_umask())
+        _rename_noreplace(self._temporary, self.dest)
+
+    def abort(self) -> None:
+        """Remove everything written so far."""
+        self._close_stack()
+        if self._root >= 0:
+            os.close(self._root)
+            self._root = -1
+        shutil.rmtree(self._temporary, ignore_errors=True)
+
+    def _close_stack(self) -> None:
+        while self._stack:
+            os.close(self._stack.pop()[1])
+
+
+def _write_file(parent: int, name: str, mode: int, data: Iterable[memoryview]) -> None:
+    fd = os.open(name, _FILE_FLAGS, 0o600, dir_fd=parent)
+    try:
+        for piece in data:
+            while piece:
+                piece = piece[os.write(fd, piece) :]
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+
+
+def _rename_noreplace(source: str, dest: Path) -> None:
+    """``rename`` that fails instead of replacing an existing ``dest`` (Linux renameat2)."""
+    renameat2 = getattr(_libc, "renameat2", None)
+    if renameat2 is not None:
+        args = (_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(dest), _RENAME_NOREPLACE)
+        if renameat2(*args) == 0:
+            return
+        code = ctypes.get_errno()
+        if code == errno.EEXIST:
+            raise UsageError(str(dest), "destination appeared during extraction")
+        if code not in (errno.ENOSYS, errno.EINVAL):
+            raise OSError(code, os.strerror(code), str(dest))
+    if os.path.lexists(dest):
+        raise UsageError(str(dest), "destination appeared during extraction")
+    os.rename(source, dest)

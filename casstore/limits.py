@@ -1,0 +1,81 @@
+"""Every bound the packager and the reader enforce, with its default (SPEC section 2).
+
+Override from the API (``Limits(max_entries=10)``, ``limits.with_overrides(...)``) or the CLI
+(``--limit max_entries=10 --limit max_file_bytes=1MiB``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from casstore.errors import LimitError, UsageError
+
+__all__ = ["Limits", "parse_size"]
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+_UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "kib": KiB, "mib": MiB, "gib": GiB}
+_SIZE = re.compile(r"\s*(\d+)\s*([kmg]?i?b?)\s*", re.IGNORECASE)
+
+
+class Limits(BaseModel):
+    """Bounds on what one archive may hold. Sizes are bytes; all must be positive.
+
+    ``max_entries``: entries below and including the top-level directory.
+    ``max_file_bytes``: size of one regular file.
+    ``max_payload_bytes``: sum of regular-file sizes.
+    ``max_expanded_bytes``: the uncompressed tar stream (headers, padding, data).
+    ``max_archive_bytes``: the compressed stream as stored.
+    ``max_metadata_bytes``: one PAX extended-header record set.
+    ``max_path_bytes``: one entry name (UTF-8 bytes, top-level directory included).
+    ``max_config_bytes``: task.toml, read in memory to validate it.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_entries: int = Field(100_000, gt=0)
+    max_file_bytes: int = Field(4 * GiB, gt=0)
+    max_payload_bytes: int = Field(16 * GiB, gt=0)
+    max_expanded_bytes: int = Field(17 * GiB, gt=0)
+    max_archive_bytes: int = Field(17 * GiB, gt=0)
+    max_metadata_bytes: int = Field(64 * KiB, gt=0)
+    max_path_bytes: int = Field(4096, gt=0)
+    max_config_bytes: int = Field(1 * MiB, gt=0)
+
+    def check(self, limit: str, value: int, path: str | None) -> None:
+        """Raise :class:`LimitError` naming ``limit``, ``value`` and ``path`` if over."""
+        bound = getattr(self, limit)
+        if value > bound:
+            raise LimitError(path, limit, value, bound)
+
+    def with_overrides(self, assignments: list[str]) -> Limits:
+        """A copy with ``["name=value", ...]`` applied; sizes accept KiB/MiB/GiB/k/M/G.
+
+        Raises :class:`UsageError` for an unknown name or a malformed value.
+        """
+        updates: dict[str, int] = {}
+        for assignment in assignments:
+            name, sep, value = assignment.partition("=")
+            name = name.strip().replace("-", "_")
+            if not name.startswith("max_"):
+                name = f"max_{name}"
+            if not sep or name not in type(self).model_fields:
+                known = ", ".join(type(self).model_fields)
+                raise UsageError(assignment, f"a limit is NAME=VALUE with NAME one of {known}")
+            updates[name] = parse_size(value)
+        try:
+            return type(self).model_validate(self.model_dump() | updates)
+        except ValidationError as error:
+            raise UsageError(", ".join(assignments), "limits must be positive") from error
+
+
+def parse_size(text: str) -> int:
+    """``"64KiB"`` → 65536, ``"4G"`` → 4e9, ``"100000"`` → 100000. Raises UsageError."""
+    match = _SIZE.fullmatch(text)
+    unit = match.group(2).lower() if match else "?"
+    if unit.endswith("b") and not unit.endswith("ib"):
+        unit = unit[:-1]
+    if match is None or unit not in _UNITS:
+        raise UsageError(text, "a size is a whole number with an optional unit (KiB, MiB, GiB)")
+    return int(match.group(1)) * _UNITS[unit]

@@ -1,0 +1,243 @@
+"""The deterministic packager: a Harbor task directory → one canonical archive.
+
+Same tree, same bytes: whatever the files' mtimes, owners, inode order, the umask or the
+machine (SPEC section 2). The stream is built in fixed blocks and never held whole in memory.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from casstore.compress import CHUNK, Compression, new_encoder
+from casstore.digest import Digest, new_hasher
+from casstore.errors import SourceChangedError
+from casstore.limits import Limits
+from casstore.scan import SourceEntry, SourceTree, scan_tree, stat_key
+from casstore.structure import TaskLayout
+from casstore.tarformat import Member, encode_header, end_of_archive, pad
+
+__all__ = ["PackResult", "pack_tree", "write_archive"]
+
+
+@dataclass(frozen=True, slots=True)
+class PackResult:
+    """What packing produced.
+
+    ``address``: ``sha256:`` of the compressed bytes; ``content_digest``: ``blake3:`` of the
+    canonical uncompressed tar; ``entries``: archive members (top directory included);
+    ``payload_bytes``: sum of file sizes; ``archive_bytes``: compressed size; ``compression``;
+    ``layout``: the checked Harbor task layout (native id, steps).
+    """
+
+    address: Digest
+    content_digest: Digest
+    entries: int
+    payload_bytes: int
+    archive_bytes: int
+    compression: Compression
+    layout: TaskLayout
+
+    def to_json(self) -> dict[str, object]:
+        """The ``casstore pack --json`` object."""
+        return {
+            "address": str(self.address),
+            "content_digest": str(self.content_digest),
+            "entries": self.entries,
+            "payload_bytes": self.payload_bytes,
+            "archive_bytes": self.archive_bytes,
+            "compression": self.compression,
+        }
+
+
+def pack_tree(
+    source: Path,
+    out: Path | BinaryIO | None,
+    compression: Compression = "gzip",
+    limits: Limits | None = None,
+) -> PackResult:
+    """Pack the task directory ``source``.
+
+    ``out`` is a path (written to a temporary file beside it, then renamed; nothing is left on
+    failure), a binary file object, or None to compute the digests only. Raises the check
+    errors of :mod:`casstore.errors` naming the path: UnsafePathError, EntryTypeError,
+    SymlinkError, LimitError, TaskFormatError, SourceChangedError (the source changed while it
+    was read; retrying may succeed); UsageError when ``source`` is not a directory.
+    """
+    tree = scan_tree(source, limits or Limits())
+    if isinstance(out, Path | str):
+        return _pack_to_path(tree, Path(out), compression, limits or Limits())
+    return write_archive(tree, out, compression, limits or Limits())
+
+
+def _pack_to_path(tree: SourceTree, out: Path, compression: Compression, limits: Limits):
+    fd, temporary = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            result = write_archive(tree, handle, compression, limits)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, out)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return result
+
+
+def write_archive(
+    tree: SourceTree, out: BinaryIO | None, compression: Compression, limits: Limits
+) -> PackResult:
+    """Write the archive of an already scanned ``tree`` to ``out`` (None: digests only)."""
+    sink = _Sink(out, limits)
+    stream = _TarStream(new_encoder(compression, sink.write), limits)
+    for entry in tree.entries:
+        _write_entry(tree, entry, stream)
+    _check_directories_unchanged(tree)
+    stream.close()
+    return PackResult(
+        address=sink.address.digest(),
+        content_digest=stream.content.digest(),
+        entries=len(tree.entries),
+        payload_bytes=tree.payload_bytes,
+        archive_bytes=sink.size,
+        compression=compression,
+        layout=tree.layout,
+    )
+
+
+def _write_entry(tree: SourceTree, entry: SourceEntry, stream: _TarStream) -> None:
+    name = tree.path_of(entry.parts)
+    path = os.path.join(tree.root, *entry.parts)
+    mode = entry.stat.st_mode & 0o7777
+    if entry.kind == "file":
+        _write_file(name, path, entry, stream)
+        return
+    _check_unchanged(name, entry, _lstat(name, path))
+    if entry.kind == "symlink" and _readlink(name, path) != entry.target:
+        raise SourceChangedError(name, "link target changed while packing")
+    stream.write(encode_header(Member(name, entry.kind, mode, 0, entry.target)))
+
+
+def _write_file(name: str, path: str, entry: SourceEntry, stream: _TarStream) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as error:
+        raise SourceChangedError(name, f"cannot open file: {error.strerror}") from error
+    try:
+        _check_unchanged(name, entry, os.fstat(fd))
+        size = entry.stat.st_size
+        stream.write(encode_header(Member(name, "file", entry.stat.st_mode & 0o7777, size)))
+        stream.copy_file(name, fd, size)
+        _check_unchanged(name, entry, os.fstat(fd))
+    finally:
+        os.close(fd)
+
+
+def _check_unchanged(name: str, entry: SourceEntry, now: os.stat_result) -> None:
+    if stat_key(now) != stat_key(entry.stat):
+        raise SourceChangedError(name, "entry changed while packing (size, mtime, inode or mode)")
+
+
+def _check_directories_unchanged(tree: SourceTree) -> None:
+    for entry in tree.entries:
+        if entry.kind == "dir":
+            name = tree.path_of(entry.parts)
+            _check_unchanged(name, entry, _lstat(name, os.path.join(tree.root, *entry.parts)))
+
+
+def _lstat(name: str, path: str) -> os.stat_result:
+    try:
+        return os.lstat(path)
+    except OSError as error:
+        raise SourceChangedError(name, f"entry vanished while packing: {error.strerror}") from error
+
+
+def _readlink(name: str, path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError as error:
+        raise SourceChangedError(name, f"link vanished while packing: {error.strerror}") from error
+
+
+def _read_into(fd: int, view: memoryview) -> int:
+    """Read from ``fd`` into ``view``; the one place file data enters the stream."""
+    return os.readv(fd, [view])
+
+
+class _Sink:
+    """Receives compressed bytes: hashes them (the address), counts, bounds and writes them."""
+
+    def __init__(self, out: BinaryIO | None, limits: Limits) -> None:
+        self._out = out
+        self._limits = limits
+        self.address = new_hasher("sha256")
+        self.size = 0
+
+    def write(self, data: bytes) -> None:
+        self.size += len(data)
+        self._limits.check("max_archive_bytes", self.size, None)
+        self.address.update(data)
+        if self._out is not None:
+            self._out.write(data)
+
+
+class _TarStream:
+    """The uncompressed tar stream in fixed ``CHUNK`` blocks: hashed (content digest, BLAKE3)
+    and handed to the encoder; file data is read straight into the block."""
+
+    def __init__(self, encoder, limits: Limits) -> None:
+        self._encoder = encoder
+        self._limits = limits
+        self._block = bytearray(CHUNK)
+        self._fill = 0
+        self.offset = 0
+        self.content = new_hasher("blake3")
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            take = min(len(view), CHUNK - self._fill)
+            self._block[self._fill : self._fill + take] = view[:take]
+            self._advance(take)
+            view = view[take:]
+
+    def copy_file(self, name: str, fd: int, size: int) -> None:
+        """Append ``size`` bytes of ``fd`` and the block padding; the file must hold exactly
+        ``size`` bytes (else :class:`SourceChangedError`)."""
+        left = size
+        while left:
+            window = memoryview(self._block)[
+                self._fill : self._fill + min(left, CHUNK - self._fill)
+            ]
+            got = _read_into(fd, window)
+            if got == 0:
+                raise SourceChangedError(name, f"file shrank while packing ({size - left}/{size})")
+            left -= got
+            self._advance(got)
+        if os.read(fd, 1):
+            raise SourceChangedError(name, f"file grew while packing (beyond {size} bytes)")
+        self.write(bytes(pad(size)))
+
+    def close(self) -> None:
+        """Write the end-of-archive blocks and flush everything to the encoder."""
+        self.write(end_of_archive(self.offset))
+        if self._fill:
+            self._emit(self._block[: self._fill])
+        self._encoder.finish()
+
+    def _advance(self, count: int) -> None:
+        self._fill += count
+        self.offset += count
+        self._limits.check("max_expanded_bytes", self.offset, None)
+        if self._fill == CHUNK:
+            self._emit(self._block)
+            self._block = bytearray(CHUNK)
+            self._fill = 0
+
+    def _emit(self, block: bytearray) -> None:
+        self.content.update(block)
+        self._encoder.feed(block)

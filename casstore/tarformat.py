@@ -1,0 +1,135 @@
+"""The canonical tar encoding: one place that says how a member's header bytes look.
+
+The packager writes, and the reader demands, POSIX ustar headers with mtime 0, uid/gid 0,
+empty user, group and device-number fields and the mode's ``0o7777`` bits; a PAX extended
+header (named ``././@PaxHeader``) only when a name or link target is longer than 100 characters
+or not ASCII, or when a size does not fit 11 octal digits. The bytes equal what CPython's
+``tarfile`` writes for the same normalized member in ``PAX_FORMAT`` (tested), so any tar tool
+reads them. The stream ends with two zero blocks, padded with zeros to a 10,240-byte record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "BLOCK",
+    "END_OF_ARCHIVE",
+    "RECORD",
+    "Kind",
+    "Member",
+    "encode_header",
+    "end_of_archive",
+    "header_checksum",
+    "pad",
+    "sort_key",
+]
+
+BLOCK = 512
+RECORD = 20 * BLOCK
+END_OF_ARCHIVE = bytes(2 * BLOCK)
+PAX_NAME = "././@PaxHeader"
+MAGIC = b"ustar\x0000"
+
+Kind = Literal["dir", "file", "symlink"]
+TYPEFLAG: dict[Kind, bytes] = {"dir": b"5", "file": b"0", "symlink": b"2"}
+_MAX_OCTAL_SIZE = 8**11
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One archive entry: ``name`` is the slash-separated path below and including the
+    top-level directory, without a trailing slash; ``mode`` holds the ``0o7777`` bits;
+    ``size`` is the data length in bytes (0 unless ``kind == "file"``); ``linkname`` is a
+    symbolic link's target (empty otherwise)."""
+
+    name: str
+    kind: Kind
+    mode: int
+    size: int = 0
+    linkname: str = ""
+
+    @property
+    def header_name(self) -> str:
+        """The name as stored: directories carry one trailing slash."""
+        return f"{self.name}/" if self.kind == "dir" else self.name
+
+
+def sort_key(name: str) -> tuple[bytes, ...]:
+    """Depth-first order with each directory's children sorted by name bytes (``tar
+    --sort=name``): compare paths component by component as UTF-8 bytes."""
+    return tuple(part.encode("utf-8", "surrogateescape") for part in name.split("/"))
+
+
+def pad(size: int) -> int:
+    """Zero bytes that follow ``size`` data bytes to reach a block boundary."""
+    return -size % BLOCK
+
+
+def end_of_archive(offset: int) -> bytes:
+    """The two zero blocks plus the zero padding that ends a stream at ``offset`` bytes."""
+    total = offset + len(END_OF_ARCHIVE)
+    return END_OF_ARCHIVE + bytes(-total % RECORD)
+
+
+def header_checksum(block: bytes | bytearray | memoryview) -> int:
+    """Unsigned sum of a header block's bytes with the checksum field read as spaces."""
+    return sum(block[:148]) + 8 * 32 + sum(block[156:512])
+
+
+def encode_header(member: Member) -> bytes:
+    """The header bytes of ``member`` (PAX header block(s) first when needed), a multiple of
+    512 bytes. Raises ``ValueError`` on a mode outside ``0o7777`` or a negative size."""
+    if not 0 <= member.mode <= 0o7777 or member.size < 0:
+        raise ValueError(f"{member.name}: mode or size out of range")
+    name, linkname = member.header_name, member.linkname
+    records: list[tuple[str, str]] = []
+    if _needs_pax(name, 100):
+        records.append(("path", name))
+    if _needs_pax(linkname, 100):
+        records.append(("linkpath", linkname))
+    size = member.size
+    if size >= _MAX_OCTAL_SIZE:
+        records.append(("size", str(size)))
+        size = 0
+    ustar = _ustar_block(name, member.mode, size, TYPEFLAG[member.kind], linkname)
+    return _pax_blocks(records) + ustar if records else ustar
+
+
+def _needs_pax(text: str, length: int) -> bool:
+    return len(text) > length or not text.isascii()
+
+
+def _pax_blocks(records: list[tuple[str, str]]) -> bytes:
+    payload = b"".join(_pax_record(key, value) for key, value in records)
+    header = _ustar_block(PAX_NAME, 0, len(payload), b"x", "")
+    return header + payload + bytes(pad(len(payload)))
+
+
+def _pax_record(key: str, value: str) -> bytes:
+    body = f" {key}={value}\n".encode("utf-8", "surrogateescape")
+    length = len(body)
+    while len(str(length)) + len(body) != length:
+        length = len(str(length)) + len(body)
+    return str(length).encode("ascii") + body
+
+
+def _ustar_block(name: str, mode: int, size: int, typeflag: bytes, linkname: str) -> bytes:
+    block = bytearray(BLOCK)
+    block[0:100] = _field(name, 100)
+    block[100:108] = b"%07o\0" % mode
+    block[108:116] = b"0000000\0"
+    block[116:124] = b"0000000\0"
+    block[124:136] = b"%011o\0" % size
+    block[136:148] = b"00000000000\0"
+    block[156:157] = typeflag
+    block[157:257] = _field(linkname, 100)
+    block[257:265] = MAGIC
+    block[148:156] = b"%06o\0 " % header_checksum(block)
+    return bytes(block)
+
+
+def _field(text: str, length: int) -> bytes:
+    raw = text.encode("ascii", "replace")[:length]
+    return raw + bytes(length - len(raw))

@@ -1,0 +1,1 @@
+"""The ``casstore`` command line: one module per command, assembled in :mod:`cli.main`."""

@@ -1,0 +1,1 @@
+"""Scoring engine for imported Harbor trials."""
