@@ -7,12 +7,19 @@ traceback.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import Annotated
 
-import click
 import typer
+
+try:  # typer >= 0.24 vendors click
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover - older typer uses click itself
+    from click.exceptions import ClickException
 
 from casstore.errors import CasstoreError
 from cli import archive
+from cli.options import GlobalOptions
 from cli.output import fail
 from cli.verifier import verifier_app
 
@@ -25,6 +32,24 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _global_options(
+    ctx: typer.Context,
+    store: Annotated[
+        Path,
+        typer.Option(
+            "--store",
+            envvar="CASSTORE_HOME",
+            help="Store directory (default ./.casstore; env CASSTORE_HOME).",
+        ),
+    ] = Path(".casstore"),
+) -> None:
+    """Content-addressed archive store and metrics engine for Harbor task suites."""
+    ctx.obj = GlobalOptions(store=store)
+
+
 archive.register(app)
 app.add_typer(verifier_app, name="verifier")
 
@@ -41,11 +66,10 @@ def run(argv: list[str] | None = None) -> int:
         result = app(args=argv, prog_name="casstore", standalone_mode=False)
     except typer.Exit as done:
         return done.exit_code
-    except click.exceptions.Exit as done:
-        return done.exit_code
-    except click.UsageError as error:
-        return fail(error.format_message().splitlines()[0], 2).exit_code
-    except click.exceptions.Abort:
+    except ClickException as error:
+        lines = error.format_message().strip().splitlines()
+        return fail(lines[0], error.exit_code).exit_code if lines else error.exit_code
+    except (typer.Abort, KeyboardInterrupt):
         return fail("interrupted", 130).exit_code
     except CasstoreError as error:
         return fail(str(error), error.exit_code).exit_code

@@ -1,0 +1,47 @@
+"""Options shared by several commands (one definition each)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from casstore.compress import Compression
+from casstore.limits import Limits
+
+__all__ = [
+    "CompressionOption",
+    "GlobalOptions",
+    "JsonOption",
+    "LimitOption",
+    "limits_from",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalOptions:
+    """Options given before the command (``casstore --store DIR ...``); in ``ctx.obj``."""
+
+    store: Path
+
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print a JSON object on stdout.")]
+CompressionOption = Annotated[
+    Compression,
+    typer.Option("--compression", "-c", help="gzip (default), zstd, or none (plain tar)."),
+]
+LimitOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--limit",
+        metavar="NAME=VALUE",
+        help="Override a bound, e.g. --limit max_entries=1000 --limit max_file_bytes=64MiB.",
+    ),
+]
+
+
+def limits_from(assignments: list[str] | None) -> Limits:
+    """The default :class:`Limits` with ``--limit`` assignments applied (UsageError if bad)."""
+    return Limits().with_overrides(assignments or [])
