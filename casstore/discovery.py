@@ -1,0 +1,255 @@
+"""Task discovery (SPEC section 1): one task directory or a dataset directory → tasks.
+
+Every discovered task was scanned with every packaging check (:func:`casstore.scan.scan_tree`,
+which validates ``task.toml`` with Harbor's own ``TaskConfig``) and carries its content digest,
+so that what was validated is what is published: publication re-packs and fails with
+:class:`casstore.errors.SourceChangedError` when the source changed in between.
+
+Dataset rules, children visited in sorted order: ``task_template`` is skipped with a warning;
+regular files and hidden (dot-named) real directories are skipped silently; a symlink, FIFO,
+socket or device is an :class:`EntryTypeError`; a visible directory that is not a valid task
+is a :class:`TaskFormatError` (malformed) naming it; no task is a :class:`TaskFormatError`
+(empty dataset); two tasks with one native id is a :class:`TaskFormatError` naming both.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, overload
+
+from pydantic import BaseModel, ConfigDict
+
+from casstore.errors import EntryTypeError, SourceChangedError, TaskFormatError, UsageError
+from casstore.limits import Limits
+from casstore.pack import write_archive
+from casstore.scan import SourceTree, scan_tree
+from casstore.structure import TaskLayout
+
+__all__ = [
+    "DiscoveredTask",
+    "DiscoveryWarning",
+    "PlainTask",
+    "TaskCollection",
+    "check_name",
+    "default_name",
+    "discover",
+    "discover_task",
+    "normalize_instruction",
+]
+
+PRIMARY_METRIC = "reward"
+TEMPLATE_DIR = "task_template"
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,255}")
+
+
+class DiscoveryWarning(UserWarning):
+    """A dataset child was skipped on purpose (e.g. ``task_template``)."""
+
+
+class PlainTask(BaseModel):
+    """A discovered task without ``source_dir``, for stores that reject the extra field.
+
+    ``id`` and ``intent``: the native id; ``inputs``: ``{"instruction": str | None, "steps":
+    [{"name", "instruction"}, ...]}``; ``metrics``: reward metric names, primary first;
+    ``views``: declared views (possibly empty); ``content_digest``: ``blake3:<hex>`` of the
+    canonical tar; ``dir_name``: the task directory's name (the archive's top directory).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    intent: str
+    inputs: dict[str, Any]
+    metrics: list[str]
+    views: list[dict[str, Any]]
+    content_digest: str
+    dir_name: str
+
+
+class DiscoveredTask(PlainTask):
+    """A discovered task: :class:`PlainTask` plus ``source_dir`` (absolute path)."""
+
+    source_dir: Path
+
+    def without_source_dir(self) -> PlainTask:
+        """A :class:`PlainTask` copy (every field except ``source_dir``)."""
+        return PlainTask.model_validate(self.model_dump(exclude={"source_dir"}))
+
+
+class TaskCollection(Sequence[DiscoveredTask]):
+    """An immutable, re-iterable sequence of discovered tasks (sorted by directory name).
+
+    Supports ``len``, iteration (any number of times), indexing and slicing (a slice is a
+    :class:`TaskCollection`). ``warnings`` lists the messages of skipped children.
+    """
+
+    def __init__(self, tasks: Sequence[DiscoveredTask], warnings: Sequence[str] = ()) -> None:
+        self._tasks = tuple(tasks)
+        self.warnings: tuple[str, ...] = tuple(warnings)
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __iter__(self) -> Iterator[DiscoveredTask]:
+        return iter(self._tasks)
+
+    @overload
+    def __getitem__(self, index: int) -> DiscoveredTask: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> TaskCollection: ...
+
+    def __getitem__(self, index: int | slice) -> DiscoveredTask | TaskCollection:
+        if isinstance(index, slice):
+            return TaskCollection(self._tasks[index], self.warnings)
+        return self._tasks[index]
+
+    def __repr__(self) -> str:
+        return f"TaskCollection({[task.id for task in self._tasks]!r})"
+
+    def without_source_dir(self) -> list[PlainTask]:
+        """Plain copies of every task, without ``source_dir``."""
+        return [task.without_source_dir() for task in self._tasks]
+
+
+def normalize_instruction(raw: bytes, path: str) -> str:
+    """UTF-8 text with the BOM removed, CRLF/CR → LF, trailing whitespace at the end removed.
+
+    Raises :class:`TaskFormatError` naming ``path`` when ``raw`` is not UTF-8.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise TaskFormatError(path, "instruction is not valid UTF-8") from error
+    text = text.removeprefix("\ufeff")
+    return text.replace("\r\n", "\n").replace("\r", "\n").rstrip()
+
+
+def check_name(name: str) -> str:
+    """Return ``name`` if it is a valid registration name (1-255 of ``[A-Za-z0-9_.-]``, not
+    ``.`` or ``..``); else raise :class:`UsageError`."""
+    if not _NAME.fullmatch(name) or name in {".", ".."}:
+        raise UsageError(name, "a name is 1 to 255 characters of letters, digits, '_', '-', '.'")
+    return name
+
+
+def default_name(native_id: str) -> str:
+    """The default registration name: the native id with ``/`` → ``-`` (checked)."""
+    return check_name(native_id.replace("/", "-"))
+
+
+def discover(path: Path | str, limits: Limits | None = None) -> TaskCollection:
+    """Discover the task at ``path`` (holds ``task.toml``) or the tasks of a dataset ``path``.
+
+    Raises :class:`UsageError` when ``path`` is not a directory, and the errors of the module
+    docstring (each naming the offending path) for a bad dataset; the packaging check errors of
+    :mod:`casstore.errors` for a bad task.
+    """
+    limits = limits or Limits()
+    root = Path(os.path.abspath(path))
+    if not root.is_dir():
+        raise UsageError(str(path), "not a directory")
+    if (root / "task.toml").exists() or (root / "task.toml").is_symlink():
+        return TaskCollection([discover_task(root, limits)])
+    tasks: list[DiscoveredTask] = []
+    skipped: list[str] = []
+    for name in sorted(os.listdir(root)):
+        child = root / name
+        info = os.lstat(child)
+        if stat.S_ISREG(info.st_mode):
+            continue
+        if not stat.S_ISDIR(info.st_mode):
+            raise EntryTypeError(str(child), "a dataset child must be a directory or a file")
+        if name.startswith("."):
+            continue
+        if name == TEMPLATE_DIR:
+            message = f"{child}: skipped (task template)"
+            warnings.warn(message, DiscoveryWarning, stacklevel=2)
+            skipped.append(message)
+            continue
+        try:
+            tasks.append(discover_task(child, limits))
+        except TaskFormatError as error:
+            raise TaskFormatError(str(child), f"malformed task ({error})") from error
+    if not tasks:
+        raise TaskFormatError(str(root), "empty dataset: no task directory found")
+    seen: dict[str, DiscoveredTask] = {}
+    for task in tasks:
+        if task.id in seen:
+            first = seen[task.id].source_dir
+            raise TaskFormatError(
+                f"{first}, {task.source_dir}", f"two tasks have the native id {task.id!r}"
+            )
+        seen[task.id] = task
+    return TaskCollection(tasks, skipped)
+
+
+def discover_task(path: Path, limits: Limits | None = None) -> DiscoveredTask:
+    """Scan, check and digest one task directory; raises the packaging check errors."""
+    limits = limits or Limits()
+    tree = scan_tree(Path(path), limits)
+    result = write_archive(tree, None, "none", limits)
+    return task_from_tree(tree, str(result.content_digest))
+
+
+def task_from_tree(tree: SourceTree, content_digest: str) -> DiscoveredTask:
+    """Build the :class:`DiscoveredTask` of a scanned ``tree`` with its content digest."""
+    layout = tree.layout
+    root_instruction = None
+    if layout.has_root_instruction:
+        root_instruction = _read_instruction(tree, ("instruction.md",))
+    steps = [
+        {"name": name, "instruction": _read_instruction(tree, ("steps", name, "instruction.md"))}
+        for name in layout.steps
+    ]
+    return DiscoveredTask(
+        id=layout.native_id,
+        intent=layout.native_id,
+        inputs={"instruction": root_instruction, "steps": steps},
+        source_dir=tree.root,
+        metrics=metrics_of(layout),
+        views=views_of(layout),
+        content_digest=content_digest,
+        dir_name=tree.top,
+    )
+
+
+def metrics_of(layout: TaskLayout) -> list[str]:
+    """Reward metric names, primary first.
+
+    The primary is Harbor's ``reward`` key unless ``[metadata] reward_key`` names another.
+    Secondary keys come from ``[metadata] reward_keys`` (a list, in order) and from the keys
+    of step ``min_reward`` tables, each once.
+    """
+    metadata = layout.config.metadata or {}
+    primary = metadata.get("reward_key")
+    names = [primary if isinstance(primary, str) and primary else PRIMARY_METRIC]
+    declared = metadata.get("reward_keys")
+    if isinstance(declared, list):
+        names.extend(key for key in declared if isinstance(key, str))
+    for step in layout.config.steps or ():
+        if isinstance(step.min_reward, dict):
+            names.extend(step.min_reward)
+    return list(dict.fromkeys(names))
+
+
+def views_of(layout: TaskLayout) -> list[dict[str, Any]]:
+    """Declared views: ``[metadata] views`` (a list of tables), else empty."""
+    views = (layout.config.metadata or {}).get("views")
+    if isinstance(views, list):
+        return [dict(view) for view in views if isinstance(view, dict)]
+    return []
+
+
+def _read_instruction(tree: SourceTree, parts: tuple[str, ...]) -> str:
+    path = tree.root.joinpath(*parts)
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise SourceChangedError(tree.path_of(parts), f"cannot read: {error.strerror}") from error
+    return normalize_instruction(raw, tree.path_of(parts))
