@@ -1,0 +1,117 @@
+"""``casstore pack``, ``verify``, ``extract`` and ``demo`` through the CLI: output, exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from casstore.pack import pack_tree
+from cli.main import run
+from tests.helpers import make_task
+
+ZERO = "sha256:" + "0" * 64
+
+
+def call(capsys, *argv: str) -> tuple[int, str, str]:
+    code = run(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def task(tmp_path):
+    return make_task(tmp_path, files={"tests/test.sh": "#!/bin/sh\necho 1\n"})
+
+
+def test_pack_json_reports_the_archive(task, tmp_path, capsys):
+    code, out, err = call(capsys, "pack", str(task), "-o", str(tmp_path / "t.tgz"), "--json")
+    assert (code, err) == (0, "")
+    report = json.loads(out)
+    expected = pack_tree(task, None, "gzip")
+    assert report == {
+        "address": str(expected.address),
+        "content_digest": str(expected.content_digest),
+        "entries": 5,
+        "payload_bytes": expected.payload_bytes,
+        "archive_bytes": (tmp_path / "t.tgz").stat().st_size,
+        "compression": "gzip",
+    }
+
+
+def test_verify_json_ok_and_failure(task, tmp_path, capsys):
+    archive = tmp_path / "t.tzst"
+    call(capsys, "pack", str(task), "-o", str(archive), "-c", "zstd")
+    code, out, _ = call(capsys, "verify", str(archive), "--json")
+    report = json.loads(out)
+    assert code == 0 and report["ok"] is True and report["error"] is None
+    assert report["entries"] == 5
+    code, out, _ = call(capsys, "verify", str(archive), "--expect", ZERO, "--json")
+    report = json.loads(out)
+    assert code == 1 and report["ok"] is False
+    assert report["error"]["kind"] == "digest_mismatch"
+    assert report["error"]["path"] == str(archive)
+
+
+def test_corrupt_archive_exits_1_with_one_line(task, tmp_path, capsys):
+    archive = tmp_path / "t.tgz"
+    call(capsys, "pack", str(task), "-o", str(archive))
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    archive.write_bytes(bytes(data))
+    code, out, err = call(capsys, "verify", str(archive))
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and err.startswith("casstore: ")
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["pack"],
+        ["pack", "/no/such/dir", "-o", "x"],
+        ["pack", "--bogus"],
+        ["verify", "/no/such/archive"],
+        ["verify", "ARCHIVE", "--expect", "sha256:00"],
+        ["verify", "ARCHIVE", "--limit", "nonsense=1"],
+        ["extract", "ARCHIVE", "EXISTING"],
+        ["pack", "TASK", "-o", "x", "-c", "lzma"],
+    ],
+)
+def test_bad_usage_exits_2(argv, task, tmp_path, capsys):
+    archive = tmp_path / "t.tgz"
+    pack_tree(task, archive)
+    (tmp_path / "existing").mkdir()
+    names = {"ARCHIVE": str(archive), "EXISTING": str(tmp_path / "existing"), "TASK": str(task)}
+    code, _, err = call(capsys, *[names.get(a, a) for a in argv])
+    assert code == 2
+    assert err.startswith("casstore: ") and err.count("\n") == 1
+
+
+def test_limit_override_from_the_cli(task, tmp_path, capsys):
+    code, _, err = call(
+        capsys, "pack", str(task), "-o", str(tmp_path / "x"), "--limit", "entries=3"
+    )
+    assert code == 1
+    assert "limit max_entries exceeded: 4 > 3" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_extract_creates_dest_with_the_task(task, tmp_path, capsys):
+    archive = tmp_path / "t.tgz"
+    call(capsys, "pack", str(task), "-o", str(archive))
+    code, out, _ = call(capsys, "extract", str(archive), str(tmp_path / "dest"), "--json")
+    assert code == 0
+    assert json.loads(out)["dest"] == str(tmp_path / "dest" / "task")
+    assert (tmp_path / "dest/task/tests/test.sh").read_text() == "#!/bin/sh\necho 1\n"
+
+
+def test_demo_runs_and_is_repeatable(tmp_path, capsys):
+    code, out, _ = call(capsys, "demo", "--dir", str(tmp_path / "d"), "--json")
+    assert code == 0
+    first = json.loads(out)
+    assert [a["compression"] for a in first["archives"]] == ["gzip", "zstd"]
+    assert all(a["entries"] == 17 for a in first["archives"])
+    code, out, _ = call(capsys, "demo", "--dir", str(tmp_path / "d"), "--json")
+    again = json.loads(out)
+    assert [a["address"] for a in again["archives"]] == [a["address"] for a in first["archives"]]
