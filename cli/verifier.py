@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from casstore.verifier import DEFAULT_VERIFIER, init_verifier
+from cli.options import JsonOption
 from cli.output import emit_json, out_console
 
 __all__ = ["verifier_app"]
@@ -29,12 +30,12 @@ def init(
     force: Annotated[
         bool, typer.Option("--force", help="Replace a tests/test.sh not written by this command.")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Write tests/test.sh and vendor the verifier runner and helpers under tests/.ng/.
 
     Prints the files written, relative to the task directory, one per line (or, with --json,
-    an object with ``task_dir``, ``verifier`` and ``written``).
+    an object with task_dir, verifier and written).
     """
     written = [
         path.relative_to(task_dir).as_posix()

@@ -16,13 +16,10 @@ from __future__ import annotations
 import ast
 import shlex
 import shutil
-import tomllib
 from pathlib import Path, PurePosixPath
 
-from harbor.models.task.config import TaskConfig, TaskOS
-from pydantic import ValidationError
-
 from casstore.errors import TaskFormatError, UsageError
+from casstore.structure import parse_task_config
 
 __all__ = [
     "DEFAULT_VERIFIER",
@@ -137,12 +134,8 @@ def check_task(task: Path) -> None:
     config_path = task / "task.toml"
     if not config_path.is_file():
         raise TaskFormatError(str(task), "not a Harbor task: no task.toml")
-    try:
-        config = TaskConfig.model_validate_toml(config_path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, ValidationError, UnicodeDecodeError) as error:
-        first_line = str(error).strip().splitlines()[0]
-        raise TaskFormatError(str(config_path), f"invalid task.toml: {first_line}") from None
-    if config.environment.os == TaskOS.WINDOWS:
+    config = parse_task_config(str(config_path), config_path.read_bytes())
+    if config.environment.os.value == "windows":
         raise UsageError(
             str(config_path), "a Windows task runs tests/test.bat; the verifier shim is POSIX sh"
         )
