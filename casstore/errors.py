@@ -19,6 +19,8 @@ Hierarchy::
     │   ├── SourceChangedError   the source tree changed while it was being packed
     │   └── TaskFormatError      not a Harbor task: task.toml, instruction.md or steps rules
     └── StoreError               the store's index or filesets refuse an operation
+        ├── UnknownReferenceError  no task/taskset/revision by that reference; CLI exit 2
+        └── PublicationError       failed after the archive was stored; carries ``prepared``
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ __all__ = [
     "EntryTypeError",
     "LimitError",
     "NotCanonicalError",
+    "PublicationError",
     "SourceChangedError",
     "StoreError",
     "SymlinkError",
     "TaskFormatError",
+    "UnknownReferenceError",
     "UnsafePathError",
     "UsageError",
 ]
@@ -133,3 +137,24 @@ class StoreError(CasstoreError):
     """The store refuses an operation (unknown reference, existing name, broken index)."""
 
     kind = "store"
+
+
+class UnknownReferenceError(StoreError):
+    """A reference names no task, taskset or revision: the caller's input is wrong (exit 2)."""
+
+    kind = "unknown_reference"
+    exit_code = 2
+
+
+class PublicationError(StoreError):
+    """Publishing failed after the archive was stored and verified.
+
+    ``prepared`` (a :class:`casstore.store.PreparedTask`: name, archive reference, address,
+    digests) lets ``Store.retry(prepared)`` register the task without writing the archive again.
+    """
+
+    kind = "publication"
+
+    def __init__(self, path: str | None, rule: str, prepared: object) -> None:
+        self.prepared = prepared
+        super().__init__(path, rule)

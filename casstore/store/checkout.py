@@ -1,0 +1,98 @@
+"""Checkout: a taskset (or task) reference → a dataset directory ``harbor run`` can use.
+
+Every archive is read, its address and structure verified while it is extracted safely
+(:func:`casstore.read.extract_archive`), its content digest compared with the revision's, and
+the task loaded with Harbor's own ``Task``. The dataset is built in a temporary directory
+beside ``dest`` and renamed into place only when every task passed; on failure nothing is left.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from casstore.errors import DigestMismatchError, StoreError, TaskFormatError, UsageError
+from casstore.read import extract_archive
+
+if TYPE_CHECKING:
+    from casstore.store.core import Progress, Store
+
+__all__ = ["CheckoutResult", "checkout", "load_harbor_task"]
+
+
+class CheckoutResult(BaseModel):
+    """A checkout: ``ref``, ``kind`` (taskset or task), ``dest`` and ``tasks`` =
+    ``[{"task", "revision", "address", "dir"}]``."""
+
+    ref: str
+    kind: str
+    dest: str
+    tasks: list[dict[str, str]]
+
+
+def load_harbor_task(path: Path) -> Any:
+    """Load ``path`` with Harbor's ``Task``; TaskFormatError naming it if Harbor refuses."""
+    from harbor.models.task.task import Task
+
+    try:
+        return Task(path)
+    except Exception as error:
+        raise TaskFormatError(str(path), f"Harbor cannot load the task: {error}") from error
+
+
+def checkout(store: Store, ref: str, dest: Path, progress: Progress) -> CheckoutResult:
+    """Check out ``ref`` into ``dest`` (must not exist, or be an empty directory), laid out as
+    ``dest/<task dir name>/...``.
+
+    Raises UnknownReferenceError / UsageError for a bad reference or ``dest``; StoreError
+    for a missing archive or two tasks with one directory name; the check errors
+    (DigestMismatchError, CorruptArchiveError, ...) for an archive that fails verification.
+    """
+    from casstore.store.core import archive_path
+
+    kind, items = store.resolve(ref)
+    dest = Path(dest)
+    if dest.is_symlink() or (dest.exists() and (not dest.is_dir() or any(dest.iterdir()))):
+        raise UsageError(str(dest), "the checkout destination must not exist or be empty")
+    dirs = [revision.dir_name for _, revision in items]
+    if len(set(dirs)) != len(dirs):
+        raise StoreError(ref, "two tasks share a directory name; cannot lay them out")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.checkout-", dir=dest.parent))
+    os.chmod(staging, 0o755)
+    progress.start(len(items))
+    rows = []
+    try:
+        for position, (task, revision) in enumerate(items):
+            path = archive_path(store, revision)
+            if not path.is_file():
+                raise StoreError(revision.archive_ref, "archive missing")
+            scratch = staging / f".extract-{position}"
+            result = extract_archive(path, scratch, revision.address)
+            if str(result.content_digest) != revision.content_digest:
+                raise DigestMismatchError(revision.archive_ref, "content digest differs")
+            target = staging / revision.dir_name
+            os.rename(scratch / result.top, target)
+            scratch.rmdir()
+            load_harbor_task(target)
+            rows.append(
+                {
+                    "task": task,
+                    "revision": revision.digest,
+                    "address": revision.address,
+                    "dir": revision.dir_name,
+                }
+            )
+            progress.advance(task)
+        if dest.exists():
+            dest.rmdir()
+        os.rename(staging, dest)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return CheckoutResult(ref=ref, kind=kind, dest=str(dest), tasks=rows)

@@ -1,0 +1,170 @@
+"""Filesets: archive files on disk, immutable and written atomically.
+
+An archive lives at ``<store>/filesets/<workspace>/<fileset>/<prefix>/<task dir name>/<sha256
+hex>/task_archive`` and is referenced as ``workspace/fileset#<prefix>/<dir>/<hex>/task_archive``.
+A write goes to a temporary file in the task's directory, is fsync-ed, then hard-linked to its
+address (never overwriting: an existing file there is re-verified instead) and the directory
+fsync-ed; the bytes are then read back and verified (hash and structure).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from casstore.compress import Compression
+from casstore.discovery import check_name
+from casstore.errors import CheckError, SourceChangedError, StoreError, UsageError
+from casstore.limits import Limits
+from casstore.pack import PackResult, write_archive
+from casstore.read import VerifyResult, verify_archive
+from casstore.scan import SourceTree
+from casstore.store.index import fsync_dir
+
+__all__ = ["ARCHIVE_NAME", "TEMP_PREFIX", "ArchiveRef", "Filesets", "StoredArchive"]
+
+ARCHIVE_NAME = "task_archive"
+TEMP_PREFIX = ".tmp-"
+_HEX = re.compile(r"[0-9a-f]{64}")
+_COMPONENT = re.compile(r"[A-Za-z0-9_.-]{1,255}")
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveRef:
+    """``workspace/fileset#relative`` parsed; ``relative`` ends with ``<hex>/task_archive``."""
+
+    workspace: str
+    fileset: str
+    relative: str
+
+    @classmethod
+    def parse(cls, text: str) -> ArchiveRef:
+        """Parse an archive reference; raises :class:`UsageError` if malformed or unsafe."""
+        head, sep, relative = text.partition("#")
+        workspace, slash, fileset = head.partition("/")
+        parts = relative.split("/")
+        if not (sep and slash) or len(parts) < 3 or parts[-1] != ARCHIVE_NAME:
+            raise UsageError(text, "an archive reference is workspace/fileset#path/task_archive")
+        check_name(workspace)
+        check_name(fileset)
+        if not _HEX.fullmatch(parts[-2]) or any(p in {"", ".", ".."} for p in parts):
+            raise UsageError(text, "unsafe or malformed archive path")
+        return cls(workspace, fileset, relative)
+
+    def __str__(self) -> str:
+        return f"{self.workspace}/{self.fileset}#{self.relative}"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredArchive:
+    """An archive at its address: ``ref``, ``path``, the read-back ``verified`` result and
+    whether this call ``written`` the file (False: it already existed and was re-verified)."""
+
+    ref: ArchiveRef
+    path: Path
+    verified: VerifyResult
+    written: bool
+
+
+def check_prefix(prefix: str) -> str:
+    """A fileset path prefix: ``""`` or ``/``-separated names; raises :class:`UsageError`."""
+    prefix = prefix.strip("/")
+    for part in prefix.split("/") if prefix else ():
+        if not _COMPONENT.fullmatch(part) or part in {".", ".."}:
+            raise UsageError(prefix, "a prefix is /-separated names of [A-Za-z0-9_.-]")
+    return prefix
+
+
+class Filesets:
+    """The ``<store>/filesets`` tree."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path_of(self, ref: ArchiveRef | str) -> Path:
+        """The file of an archive reference."""
+        ref = ArchiveRef.parse(ref) if isinstance(ref, str) else ref
+        return self.root / ref.workspace / ref.fileset / ref.relative
+
+    def store(
+        self,
+        tree: SourceTree,
+        workspace: str,
+        fileset: str,
+        prefix: str,
+        compression: Compression,
+        limits: Limits,
+        expect_content: str | None = None,
+    ) -> tuple[PackResult, StoredArchive]:
+        """Pack the scanned ``tree`` into its fileset; return the pack result and the stored,
+        read-back verified archive. Raises the packing check errors; SourceChangedError
+        (nothing stored) when the content digest is not ``expect_content``; StoreError when the
+        file at the address fails verification (it is never overwritten)."""
+        prefix = check_prefix(prefix)
+        task_dir = self.root / workspace / fileset / prefix / tree.top
+        task_dir.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=task_dir)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                result = write_archive(tree, handle, compression, limits)
+                handle.flush()
+                os.fsync(handle.fileno())
+            if expect_content is not None and str(result.content_digest) != expect_content:
+                raise SourceChangedError(
+                    str(tree.root), f"content changed since discovery ({expect_content})"
+                )
+            os.chmod(temporary, 0o444)
+            relative = "/".join(
+                p for p in (prefix, tree.top, result.address.hex, ARCHIVE_NAME) if p
+            )
+            ref = ArchiveRef(workspace, fileset, relative)
+            final = self.path_of(ref)
+            final.parent.mkdir(exist_ok=True)
+            written = True
+            try:
+                os.link(temporary, final)
+            except FileExistsError:
+                written = False
+            fsync_dir(final.parent)
+        finally:
+            Path(temporary).unlink(missing_ok=True)
+        try:
+            verified = verify_archive(final, result.address, limits)
+        except CheckError as error:
+            raise StoreError(
+                str(final), f"the stored archive fails verification: {error}"
+            ) from error
+        if verified.content_digest != result.content_digest:
+            raise StoreError(str(final), "the stored archive holds different content")
+        return result, StoredArchive(ref, final, verified, written)
+
+    def archives(self) -> Iterator[tuple[str, Path]]:
+        """Every ``(archive reference, path)`` on disk, sorted."""
+        for path in sorted(self.root.glob(f"*/*/**/{ARCHIVE_NAME}")):
+            parts = path.relative_to(self.root).parts
+            yield f"{parts[0]}/{parts[1]}#{'/'.join(parts[2:])}", path
+
+    def temporaries(self, older_than: float = 0.0) -> list[Path]:
+        """Leftover temporary files (a crashed write) last modified ``older_than`` s ago."""
+        cutoff = time.time() - older_than
+        return sorted(
+            path
+            for path in self.root.glob(f"**/{TEMP_PREFIX}*")
+            if path.is_file() and path.lstat().st_mtime <= cutoff
+        )
+
+    def remove(self, path: Path) -> None:
+        """Delete an archive file and its now-empty parent directories up to the fileset."""
+        path.unlink(missing_ok=True)
+        parent = path.parent
+        while parent != self.root and len(parent.relative_to(self.root).parts) > 2:
+            try:
+                parent.rmdir()
+            except OSError:
+                return
+            parent = parent.parent

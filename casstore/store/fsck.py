@@ -1,0 +1,152 @@
+"""fsck (report only, never deletes) and gc (removes orphan archives).
+
+Problems: ``missing_archive`` (a revision's file is absent), ``corrupt_archive`` (fails
+verification: address, structure or content digest), ``dangling_reference`` (a name's history
+or a taskset pin names a revision that does not exist). Information: ``orphans`` (archive
+files no revision references) and ``temporaries`` (leftovers of interrupted writes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from casstore.errors import CheckError
+from casstore.read import verify_archive
+from casstore.store.index import Txn
+from casstore.store.records import NamedRecord, TaskRevision, TasksetRevision
+
+if TYPE_CHECKING:
+    from casstore.store.core import Progress, Store
+
+__all__ = ["FsckReport", "GcReport", "fsck", "gc"]
+
+
+class FsckReport(BaseModel):
+    """``ok`` (no problem), counts, ``problems`` = ``[{"kind", "ref", "path", "message"}]``,
+    ``orphans`` (archive references) and ``temporaries`` (paths)."""
+
+    ok: bool
+    tasks: int
+    tasksets: int
+    revisions: int
+    archives: int
+    problems: list[dict[str, str | None]]
+    orphans: list[str]
+    temporaries: list[str]
+
+
+class GcReport(BaseModel):
+    """``removed`` archive references (or those that would be, with ``dry_run``), removed
+    ``temporaries`` and ``freed_bytes``."""
+
+    dry_run: bool
+    removed: list[str]
+    temporaries: list[str]
+    freed_bytes: int
+
+
+def _snapshot(txn: Txn) -> dict[str, dict[str, Any]]:
+    return {
+        db: dict(txn.items(db)) for db in ("tasks", "revisions", "tasksets", "taskset_revisions")
+    }
+
+
+def _dangling(snap: dict[str, dict[str, Any]]) -> list[dict[str, str | None]]:
+    problems = []
+    for names, revisions in (("tasks", "revisions"), ("tasksets", "taskset_revisions")):
+        for key, raw in snap[names].items():
+            for entry in NamedRecord.model_validate(raw).history:
+                if entry.digest not in snap[revisions]:
+                    problems.append(_problem("dangling_reference", key, None, entry.digest))
+    for digest, raw in snap["taskset_revisions"].items():
+        for pin in TasksetRevision.model_validate(raw).tasks:
+            if pin["revision"] not in snap["revisions"]:
+                ref = f"{pin['task']}#{pin['revision']}"
+                problems.append(_problem("dangling_reference", digest, None, ref))
+    return problems
+
+
+def _problem(kind: str, ref: str, path: Path | None, detail: str) -> dict[str, str | None]:
+    return {"kind": kind, "ref": ref, "path": str(path) if path else None, "message": detail}
+
+
+def fsck(store: Store, progress: Progress) -> FsckReport:
+    """Re-verify every archive and reference of ``store``; never modifies anything."""
+    snap = store.index.read(_snapshot)
+    problems = _dangling(snap)
+    referenced: set[str] = set()
+    checked: dict[str, str | None] = {}
+    progress.start(len(snap["revisions"]))
+    for digest, raw in snap["revisions"].items():
+        revision = TaskRevision.model_validate(raw)
+        referenced.add(revision.archive_ref)
+        path = store.filesets.path_of(revision.archive_ref)
+        if revision.archive_ref not in checked:
+            checked[revision.archive_ref] = _check_archive(path, revision)
+        failure = checked[revision.archive_ref]
+        if failure is not None:
+            kind = "missing_archive" if failure == "missing" else "corrupt_archive"
+            problems.append(_problem(kind, f"{revision.archive_ref} ({digest})", path, failure))
+        progress.advance(revision.dir_name)
+    on_disk = dict(store.filesets.archives())
+    return FsckReport(
+        ok=not problems,
+        tasks=len(snap["tasks"]),
+        tasksets=len(snap["tasksets"]),
+        revisions=len(snap["revisions"]),
+        archives=len(on_disk),
+        problems=problems,
+        orphans=sorted(set(on_disk) - referenced),
+        temporaries=[str(path) for path in store.filesets.temporaries()],
+    )
+
+
+def _check_archive(path: Path, revision: TaskRevision) -> str | None:
+    if not path.is_file():
+        return "missing"
+    try:
+        result = verify_archive(path, revision.address)
+    except CheckError as error:
+        return str(error)
+    if str(result.content_digest) != revision.content_digest:
+        return f"content digest {result.content_digest} != {revision.content_digest}"
+    return None
+
+
+def gc(store: Store, dry_run: bool, min_age: float) -> GcReport:
+    """Remove archive files no revision references, and temporaries, older than ``min_age``
+    seconds (a concurrent publication's not yet registered archive is younger). Runs while
+    holding the index's write lock, so no registration interleaves; ``dry_run`` only lists."""
+    import time
+
+    cutoff = time.time() - min_age
+
+    def body(txn: Txn) -> GcReport:
+        referenced = {
+            TaskRevision.model_validate(raw).archive_ref for _, raw in txn.items("revisions")
+        }
+        removed, freed = [], 0
+        for ref, path in store.filesets.archives():
+            info = path.lstat()
+            if ref in referenced or info.st_mtime > cutoff:
+                continue
+            removed.append(ref)
+            freed += info.st_size
+            if not dry_run:
+                store.filesets.remove(path)
+        temporaries = store.filesets.temporaries(older_than=min_age)
+        for path in temporaries:
+            freed += path.lstat().st_size
+            if not dry_run:
+                path.unlink(missing_ok=True)
+        return GcReport(
+            dry_run=dry_run,
+            removed=removed,
+            temporaries=[str(p) for p in temporaries],
+            freed_bytes=freed,
+        )
+
+    return store.index.write(body)

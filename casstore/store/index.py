@@ -1,0 +1,154 @@
+"""The store's LMDB index: one environment at ``<store>/index`` with named databases.
+
+Databases (keys UTF-8, values msgpack): ``meta`` (``schema`` → version), ``tasks``
+(``workspace/name`` → task record), ``revisions`` (revision digest → revision record),
+``tasksets`` (``workspace/name`` → taskset record), ``taskset_revisions`` (digest → record).
+
+One writer at a time across processes (LMDB's lock), any number of readers. Every
+read-modify-write runs inside ONE write transaction (:meth:`Index.write`); the map doubles on
+``MapFullError`` and the transaction is retried; a map grown by another process is adopted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lmdb
+import msgpack
+
+from casstore.errors import StoreError
+
+__all__ = ["DATABASES", "SCHEMA_VERSION", "Index", "Txn", "fsync_dir", "pack", "unpack"]
+
+SCHEMA_VERSION = 1
+DATABASES = ("meta", "tasks", "revisions", "tasksets", "taskset_revisions")
+DEFAULT_MAP_SIZE = 32 << 20
+T = TypeVar("T")
+
+
+def pack(value: Any) -> bytes:
+    """msgpack with binary type (the index's value encoding)."""
+    return msgpack.packb(value, use_bin_type=True)
+
+
+def unpack(data: bytes) -> Any:
+    """Inverse of :func:`pack`."""
+    return msgpack.unpackb(data, raw=False)
+
+
+class Txn:
+    """One LMDB transaction over the named databases: ``get/put/delete/items`` by db name."""
+
+    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
+        self._txn = txn
+        self._dbs = dbs
+
+    def get(self, db: str, key: str) -> Any | None:
+        """The decoded value at ``key`` of ``db`` or None."""
+        raw = self._txn.get(key.encode(), db=self._dbs[db])
+        return None if raw is None else unpack(raw)
+
+    def put(self, db: str, key: str, value: Any) -> None:
+        """Store ``value`` at ``key`` of ``db`` (write transactions only)."""
+        self._txn.put(key.encode(), pack(value), db=self._dbs[db])
+
+    def delete(self, db: str, key: str) -> bool:
+        """Remove ``key`` from ``db``; True if it was there."""
+        return self._txn.delete(key.encode(), db=self._dbs[db])
+
+    def items(self, db: str, prefix: str = "") -> Iterator[tuple[str, Any]]:
+        """``(key, value)`` of ``db`` in key order, keys starting with ``prefix``."""
+        cursor = self._txn.cursor(db=self._dbs[db])
+        start = prefix.encode()
+        if not cursor.set_range(start):
+            return
+        for key, raw in cursor:
+            if not key.startswith(start):
+                return
+            yield key.decode(), unpack(raw)
+
+    def count(self, db: str) -> int:
+        """Number of entries in ``db``."""
+        return self._txn.stat(self._dbs[db])["entries"]
+
+
+class Index:
+    """The LMDB environment of a store (see the module docstring). Use as a context manager.
+
+    Raises :class:`StoreError` when the environment cannot be opened or its schema version is
+    not :data:`SCHEMA_VERSION`.
+    """
+
+    def __init__(self, path: Path, map_size: int = DEFAULT_MAP_SIZE) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.env = lmdb.open(
+                str(path),
+                map_size=map_size,
+                max_dbs=len(DATABASES) + 2,
+                lock=True,
+                subdir=True,
+                readahead=False,
+            )
+        except lmdb.Error as error:
+            raise StoreError(str(path), f"cannot open the index: {error}") from error
+        self.dbs = {name: self.env.open_db(name.encode()) for name in DATABASES}
+        self.write(self._check_schema)
+
+    @staticmethod
+    def _check_schema(txn: Txn) -> None:
+        version = txn.get("meta", "schema")
+        if version is None:
+            txn.put("meta", "schema", SCHEMA_VERSION)
+        elif version != SCHEMA_VERSION:
+            raise StoreError("index", f"schema version {version}, expected {SCHEMA_VERSION}")
+
+    def write(self, body: Callable[[Txn], T]) -> T:
+        """Run ``body(txn)`` in one write transaction and commit; retried on a full map.
+
+        ``body`` must be repeatable (it may run again after ``MapFullError``).
+        """
+        while True:
+            try:
+                with self.env.begin(write=True) as txn:
+                    return body(Txn(txn, self.dbs))
+            except lmdb.MapFullError:
+                self.env.set_mapsize(self.env.info()["map_size"] * 2)
+            except lmdb.MapResizedError:
+                self.env.set_mapsize(0)
+
+    def read(self, body: Callable[[Txn], T]) -> T:
+        """Run ``body(txn)`` in one read-only transaction (a consistent snapshot)."""
+        while True:
+            try:
+                with self.env.begin(write=False) as txn:
+                    return body(Txn(txn, self.dbs))
+            except lmdb.MapResizedError:
+                self.env.set_mapsize(0)
+
+    @property
+    def map_size(self) -> int:
+        """Current map size in bytes."""
+        return self.env.info()["map_size"]
+
+    def close(self) -> None:
+        """Close the environment (idempotent)."""
+        self.env.close()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so a rename or link inside it is durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

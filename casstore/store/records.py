@@ -1,0 +1,164 @@
+"""Index records (pydantic) and their canonical digests.
+
+A revision's digest is ``sha256:`` of the canonical msgpack encoding (maps with sorted keys)
+of its content fields; the creation time is stored beside it and is not part of the digest.
+References: ``workspace/name`` (latest revision) and ``workspace/name#<full digest>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Any
+
+import msgpack
+from pydantic import BaseModel, ConfigDict
+
+from casstore.digest import Digest
+from casstore.discovery import check_name
+
+__all__ = [
+    "NamedRecord",
+    "Reference",
+    "RevisionEntry",
+    "TaskRevision",
+    "TasksetRevision",
+    "canonical_digest",
+    "now",
+]
+
+
+def canonical(value: Any) -> Any:
+    """``value`` with every mapping's keys sorted (recursively), lists kept in order."""
+    if isinstance(value, dict):
+        return {key: canonical(value[key]) for key in sorted(value)}
+    if isinstance(value, list | tuple):
+        return [canonical(item) for item in value]
+    return value
+
+
+def canonical_digest(fields: dict[str, Any]) -> str:
+    """``sha256:<hex>`` of the canonical msgpack encoding of ``fields``."""
+    data = msgpack.packb(canonical(fields), use_bin_type=True)
+    return f"sha256:{hashlib.sha256(data).hexdigest()}"
+
+
+def now() -> str:
+    """The current UTC time, ISO 8601 with microseconds."""
+    return datetime.now(UTC).isoformat()
+
+
+class TaskRevision(BaseModel):
+    """One published state of a task.
+
+    ``native_id``; ``dir_name`` (the archive's top directory); ``archive_ref``
+    (``workspace/fileset#relative/path``); ``address`` (``sha256:`` of the archive bytes);
+    ``content_digest`` (``blake3:`` of the canonical tar); ``compression``; ``entries``,
+    ``payload_bytes``, ``archive_bytes``; ``metrics`` (primary first) and ``views`` (the
+    scoring definition). ``digest`` covers every field but ``digest`` and ``created``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    native_id: str
+    dir_name: str
+    archive_ref: str
+    address: str
+    content_digest: str
+    compression: str
+    entries: int
+    payload_bytes: int
+    archive_bytes: int
+    metrics: list[str]
+    views: list[dict[str, Any]]
+    digest: str = ""
+    created: str = ""
+
+    def content(self) -> dict[str, Any]:
+        """The digested fields."""
+        return {"kind": "task-revision"} | self.model_dump(exclude={"digest", "created"})
+
+    def sealed(self) -> TaskRevision:
+        """A copy with ``digest`` computed (and ``created`` set if empty)."""
+        return self.model_copy(
+            update={"digest": canonical_digest(self.content()), "created": self.created or now()}
+        )
+
+    def same_scoring(self, metrics: list[str], views: list[dict[str, Any]]) -> bool:
+        """True when ``metrics`` and ``views`` equal this revision's scoring definition."""
+        return self.metrics == metrics and canonical(self.views) == canonical(views)
+
+
+class TasksetRevision(BaseModel):
+    """One pinned state of a taskset: ``tasks`` = ``[{"name", "revision"}]`` (task name in the
+    workspace and the pinned revision digest), sorted by name. ``digest`` covers ``tasks``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workspace: str
+    tasks: list[dict[str, str]]
+    digest: str = ""
+    created: str = ""
+
+    def sealed(self) -> TasksetRevision:
+        """A copy with ``digest`` computed (and ``created`` set if empty)."""
+        content = {"kind": "taskset-revision", "workspace": self.workspace, "tasks": self.tasks}
+        return self.model_copy(
+            update={"digest": canonical_digest(content), "created": self.created or now()}
+        )
+
+
+class RevisionEntry(BaseModel):
+    """One entry of a name's history: the revision ``digest`` and when it became latest."""
+
+    digest: str
+    created: str
+
+
+class NamedRecord(BaseModel):
+    """A task or taskset name: ``workspace``, ``name``, ``history`` (oldest first; the last
+    entry is the latest revision)."""
+
+    workspace: str
+    name: str
+    history: list[RevisionEntry]
+
+    @property
+    def latest(self) -> str:
+        """The latest revision digest."""
+        return self.history[-1].digest
+
+    def has(self, digest: str) -> bool:
+        """True when ``digest`` is one of this name's revisions."""
+        return any(entry.digest == digest for entry in self.history)
+
+
+class Reference(BaseModel):
+    """A parsed reference: ``workspace``, ``name`` and an optional full revision ``digest``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    workspace: str
+    name: str
+    digest: str | None = None
+
+    @classmethod
+    def parse(cls, text: str, default_workspace: str = "default") -> Reference:
+        """Parse ``[workspace/]name[#sha256:<hex>]``; raises :class:`UsageError` if malformed."""
+        path, sep, digest = text.partition("#")
+        workspace, slash, name = path.rpartition("/")
+        if not slash:
+            workspace = default_workspace
+        check_name(workspace)
+        check_name(name)
+        if sep:
+            Digest.parse(digest, "sha256")
+        return cls(workspace=workspace, name=name, digest=digest if sep else None)
+
+    @property
+    def key(self) -> str:
+        """The index key ``workspace/name``."""
+        return f"{self.workspace}/{self.name}"
+
+    def __str__(self) -> str:
+        return self.key + (f"#{self.digest}" if self.digest else "")
