@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click.exceptions import ClickException
 
 from casstore.errors import CasstoreError
-from cli import archive, demo
+from cli import archive, demo, store
 from cli.options import GlobalOptions
 from cli.output import fail
 from cli.verifier import verifier_app
@@ -51,6 +51,7 @@ def _global_options(
 
 
 archive.register(app)
+store.register(app)
 demo.register(app)
 app.add_typer(verifier_app, name="verifier")
 

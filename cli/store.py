@@ -1,0 +1,279 @@
+"""``casstore publish``, ``ls``, ``show``, ``taskset``, ``checkout``, ``fsck`` and ``gc``.
+
+Exit status: 0 ok; 1 a failed check (fsck problems, an archive that fails verification) or a
+store refusal (name exists); 2 bad usage, including an unknown reference
+(:class:`casstore.errors.UnknownReferenceError` has exit code 2: the user typed it).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from casstore.discovery import discover
+from casstore.errors import UsageError
+from casstore.store import DEFAULT_FILESET, DEFAULT_WORKSPACE, Store
+from cli.options import CompressionOption, GlobalOptions, JsonOption
+from cli.output import emit_json, err_console, out_console
+
+__all__ = ["register"]
+
+WorkspaceOption = Annotated[str, typer.Option("--workspace", "-w", help="Workspace of the names.")]
+
+
+class _Bar:
+    """A rich progress bar on stderr implementing :class:`casstore.store.Progress`."""
+
+    def __init__(self, progress: Progress, description: str) -> None:
+        self._progress = progress
+        self._task = progress.add_task(description, total=None)
+
+    def start(self, total: int) -> None:
+        self._progress.update(self._task, total=total)
+
+    def advance(self, label: str) -> None:
+        self._progress.update(self._task, advance=1, description=label[:40])
+
+
+@contextmanager
+def _bar(description: str):
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err_console,
+        transient=True,
+    )
+    with progress:
+        yield _Bar(progress, description)
+
+
+def _store(ctx: typer.Context) -> Store:
+    options: GlobalOptions = ctx.obj
+    return Store(options.store)
+
+
+def publish(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="A task directory or a dataset directory.")],
+    workspace: WorkspaceOption = DEFAULT_WORKSPACE,
+    fileset: Annotated[str, typer.Option("--fileset", help="Fileset.")] = DEFAULT_FILESET,
+    prefix: Annotated[str, typer.Option("--prefix", help="Path prefix in the fileset.")] = "",
+    name: Annotated[
+        str | None, typer.Option("--name", help="Registration name (a single task only).")
+    ] = None,
+    create: Annotated[bool, typer.Option("--create", help="Fail if a name exists.")] = False,
+    taskset: Annotated[
+        str | None, typer.Option("--taskset", help="Also create/replace this taskset.")
+    ] = None,
+    compression: CompressionOption = "gzip",
+    json: JsonOption = False,
+) -> None:
+    """Discover and publish tasks (one task or a dataset); identical content is reused."""
+    tasks = discover(path)
+    if name is not None and len(tasks) != 1:
+        raise UsageError(str(path), "--name needs a single task")
+    results = []
+    with _store(ctx) as store, _bar("publish") as bar:
+        bar.start(len(tasks))
+        for task in tasks:
+            results.append(
+                store.publish(
+                    task,
+                    name,
+                    workspace=workspace,
+                    fileset=fileset,
+                    prefix=prefix,
+                    compression=compression,
+                    create=create,
+                )
+            )
+            bar.advance(task.id)
+        made = None
+        if taskset is not None:
+            made = store.tasksets.replace(taskset, [r.name for r in results], workspace)
+    if json:
+        emit_json([r.to_json() for r in results])
+        return
+    for r in results:
+        state = "reused" if r.reused else "new"
+        out_console.print(f"{state:6} {r.workspace}/{r.name}#{r.revision}  {r.address}")
+    if made is not None:
+        out_console.print(f"taskset {made.id}#{made.revision}  {len(made.tasks)} tasks")
+
+
+def ls(
+    ctx: typer.Context,
+    what: Annotated[Literal["tasks", "tasksets"], typer.Argument(help="tasks or tasksets")],
+    workspace: Annotated[
+        str | None, typer.Option("--workspace", "-w", help="Only this workspace.")
+    ] = None,
+    json: JsonOption = False,
+) -> None:
+    """List tasks or tasksets with their latest revision."""
+    with _store(ctx) as store:
+        if what == "tasks":
+            rows = [
+                {
+                    "ref": f"{record.workspace}/{record.name}",
+                    "id": revision.native_id,
+                    "revision": revision.digest,
+                    "address": revision.address,
+                    "revisions": len(record.history),
+                }
+                for record, revision in store.tasks.list(workspace)
+            ]
+        else:
+            rows = [
+                {
+                    "ref": f"{record.workspace}/{record.name}",
+                    "revision": revision.digest,
+                    "tasks": len(revision.tasks),
+                    "revisions": len(record.history),
+                }
+                for record, revision in store.tasksets.list(workspace)
+            ]
+    if json:
+        emit_json(rows)
+        return
+    for row in rows:
+        detail = row.get("id", f"{row.get('tasks')} tasks")
+        out_console.print(f"{row['ref']}#{row['revision']}  {detail}")
+
+
+def show(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(help="workspace/name[#digest] of a taskset or task.")],
+    json: JsonOption = False,
+) -> None:
+    """Show a taskset (tried first) or task revision."""
+    with _store(ctx) as store:
+        kind, _ = store.resolve(ref)
+        if kind == "taskset":
+            record, revision = store.tasksets.get(ref)
+        else:
+            record, revision = store.tasks.get(ref)
+    payload = {
+        "kind": kind,
+        "ref": f"{record.workspace}/{record.name}",
+        "history": [entry.model_dump() for entry in record.history],
+        "revision": revision.model_dump(),
+    }
+    if json:
+        emit_json(payload)
+        return
+    out_console.print(f"{kind} {payload['ref']}#{revision.digest}")
+    for key, value in revision.model_dump(exclude={"digest"}).items():
+        out_console.print(f"  {key}: {value}")
+
+
+taskset_app = typer.Typer(help="Create or replace tasksets (pinned task revisions).")
+
+
+def _taskset(ctx: typer.Context, name: str, tasks: list[str], workspace: str, create: bool):
+    with _store(ctx) as store:
+        if create:
+            return store.tasksets.create(name, tasks, workspace)
+        return store.tasksets.replace(name, tasks, workspace)
+
+
+def _print_taskset(result, json: bool) -> None:
+    if json:
+        emit_json({"id": result.id, "revision": result.revision, "tasks": result.tasks})
+        return
+    state = "reused" if result.reused else "new"
+    out_console.print(f"{state} {result.id}#{result.revision}  {len(result.tasks)} tasks")
+
+
+TasksArgument = Annotated[list[str], typer.Argument(help="Task names or references.")]
+
+
+@taskset_app.command("create")
+def taskset_create(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Taskset name.")],
+    tasks: TasksArgument,
+    workspace: WorkspaceOption = DEFAULT_WORKSPACE,
+    json: JsonOption = False,
+) -> None:
+    """Create a taskset pinning the current revision of each task (fails if it exists)."""
+    _print_taskset(_taskset(ctx, name, tasks, workspace, True), json)
+
+
+@taskset_app.command("replace")
+def taskset_replace(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Taskset name.")],
+    tasks: TasksArgument,
+    workspace: WorkspaceOption = DEFAULT_WORKSPACE,
+    json: JsonOption = False,
+) -> None:
+    """Create a taskset or add a revision pinning the tasks' current revisions."""
+    _print_taskset(_taskset(ctx, name, tasks, workspace, False), json)
+
+
+def checkout(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(help="Taskset or task reference.")],
+    dest: Annotated[Path, typer.Argument(help="Dataset directory to create.")],
+    json: JsonOption = False,
+) -> None:
+    """Verify, extract and validate every task of REF into DEST/<task dir>/."""
+    with _store(ctx) as store, _bar("checkout") as bar:
+        result = store.checkout(ref, dest, bar)
+    if json:
+        emit_json(result.model_dump())
+        return
+    out_console.print(f"ok {len(result.tasks)} tasks → {result.dest}")
+
+
+def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
+    """Re-verify every archive and reference (never modifies); exit 1 on problems."""
+    with _store(ctx) as store, _bar("fsck") as bar:
+        report = store.fsck(bar)
+    if json:
+        emit_json(report.model_dump())
+    else:
+        for problem in report.problems:
+            out_console.print(f"{problem['kind']}: {problem['ref']}: {problem['message']}")
+        for orphan in report.orphans:
+            out_console.print(f"orphan (info): {orphan}")
+        status = "ok" if report.ok else f"{len(report.problems)} problem(s)"
+        out_console.print(f"{status}: {report.revisions} revisions, {report.archives} archives")
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def gc(
+    ctx: typer.Context,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list.")] = False,
+    min_age: Annotated[
+        float, typer.Option("--min-age", help="Spare files younger than this (s).")
+    ] = 60.0,
+    json: JsonOption = False,
+) -> None:
+    """Remove archive files no revision references (and stale temporaries)."""
+    with _store(ctx) as store:
+        report = store.gc(dry_run=dry_run, min_age=min_age)
+    if json:
+        emit_json(report.model_dump())
+        return
+    verb = "would remove" if dry_run else "removed"
+    for ref in report.removed:
+        out_console.print(f"{verb} {ref}")
+    out_console.print(f"{verb} {len(report.removed)} archive(s), {report.freed_bytes} bytes")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the store commands to ``app``."""
+    app.command()(publish)
+    app.command()(ls)
+    app.command()(show)
+    app.add_typer(taskset_app, name="taskset")
+    app.command()(checkout)
+    app.command()(fsck)
+    app.command()(gc)
