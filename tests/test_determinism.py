@@ -40,6 +40,7 @@ def build(root: Path, spec: dict, seed: int) -> Path:
         task = root / "task"
         task.mkdir(parents=True)
         files = {("x", *parts): data for parts, data in spec["files"].items()}
+        files = {p: d for p, d in files.items() if not _under_a_file(p, files)}
         files[("task.toml",)] = (TASK_TOML.encode(), 0o644)
         files[("instruction.md",)] = (b"Do it.\n", 0o644)
         order = list(files.items())
@@ -47,15 +48,13 @@ def build(root: Path, spec: dict, seed: int) -> Path:
         made: list[Path] = []
         for parts, (data, mode) in order:
             path = task.joinpath(*parts)
-            if _blocked(task, parts):
-                continue
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
             path.chmod(mode)
             made.append(path)
         for parts in spec["empty_dirs"]:
-            if not _blocked(task, ("e", *parts)):
-                task.joinpath("e", *parts).mkdir(parents=True, exist_ok=True)
+            if not _under_a_file(("x", *parts, ""), files):
+                task.joinpath("x", *parts).mkdir(parents=True, exist_ok=True)
         for index, target in enumerate(sorted(made)[: spec["links"]]):
             os.symlink(os.path.relpath(target, task), task / f"link{index}")
         for path in task.rglob("*"):
@@ -67,13 +66,9 @@ def build(root: Path, spec: dict, seed: int) -> Path:
         os.umask(old)
 
 
-def _blocked(task: Path, parts: tuple[str, ...]) -> bool:
-    """A path whose parent is (or will be) a file: skip it, trees are not always valid."""
-    for depth in range(1, len(parts)):
-        if task.joinpath(*parts[:depth]).is_file():
-            return True
-    target = task.joinpath(*parts)
-    return target.exists()
+def _under_a_file(parts: tuple[str, ...], files: dict) -> bool:
+    """Whether a proper prefix of ``parts`` is itself a file: such paths cannot exist."""
+    return any(parts[:depth] in files for depth in range(1, len(parts)))
 
 
 @pytest.mark.parametrize("compression", ["gzip", "zstd"])
