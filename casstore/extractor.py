@@ -40,7 +40,7 @@ class Extractor:
         self._temporary = tempfile.mkdtemp(prefix=f".{self.dest.name}.", dir=self.dest.parent)
         self._stack: list[tuple[tuple[str, ...], int]] = []
         self._root = os.open(self._temporary, _DIR_FLAGS)
-        self._dir_modes: list[tuple[str, int]] = []
+        self._dir_modes: list[tuple[tuple[str, ...], int]] = []
         self._top = ""
 
     def add(self, member: Member, parts: tuple[str, ...], data: Iterable[memoryview]) -> None:
@@ -53,7 +53,7 @@ class Extractor:
         if member.kind == "dir":
             os.mkdir(name, 0o700, dir_fd=parent)
             self._stack.append((parts, os.open(name, _DIR_FLAGS, dir_fd=parent)))
-            self._dir_modes.append(("/".join((self._top or name, *parts)), member.mode))
+            self._dir_modes.append((parts, member.mode))
         elif member.kind == "symlink":
             os.symlink(member.linkname, name, dir_fd=parent)
         else:
@@ -67,16 +67,29 @@ class Extractor:
     def commit(self) -> None:
         """Apply directory modes, deepest first, and move the result to ``dest`` atomically."""
         self._close_stack()
-        for relative, mode in reversed(self._dir_modes):
-            fd = os.open(relative, _DIR_FLAGS, dir_fd=self._root)
-            try:
-                os.fchmod(fd, mode)
-            finally:
-                os.close(fd)
+        self._apply_dir_modes()
         os.close(self._root)
         self._root = -1
         os.chmod(self._temporary, 0o777 & ~_umask())
         _rename_noreplace(self._temporary, self.dest)
+
+    def _apply_dir_modes(self) -> None:
+        # The directories again in archive order, each opened relative to its parent's
+        # descriptor (no path grows beyond PATH_MAX however deep the tree), and its mode set
+        # when it is left: after everything below it, before its parent.
+        stack: list[tuple[tuple[str, ...], int, int]] = []
+        try:
+            for parts, mode in self._dir_modes:
+                while stack and stack[-1][0] != parts[:-1]:
+                    _chmod_and_close(*stack.pop()[1:])
+                parent = stack[-1][1] if stack else self._root
+                name = parts[-1] if parts else self._top
+                stack.append((parts, os.open(name, _DIR_FLAGS, dir_fd=parent), mode))
+            while stack:
+                _chmod_and_close(*stack.pop()[1:])
+        finally:
+            for _, fd, _ in stack:
+                os.close(fd)
 
     def abort(self) -> None:
         """Remove everything written so far."""
@@ -97,6 +110,13 @@ def _write_file(parent: int, name: str, mode: int, data: Iterable[memoryview]) -
         for piece in data:
             while piece:
                 piece = piece[os.write(fd, piece) :]
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def _chmod_and_close(fd: int, mode: int) -> None:
+    try:
         os.fchmod(fd, mode)
     finally:
         os.close(fd)

@@ -33,6 +33,9 @@ from casstore.tarstream import ByteStream, RawMember, read_members
 
 __all__ = ["VerifyResult", "extract_archive", "verify_archive"]
 
+_NAME_MAX = 255  # bytes in one name component (Linux NAME_MAX): no packed tree holds more
+_PATH_MAX = 4096  # a link target must be shorter (Linux PATH_MAX, terminating NUL included)
+
 
 @dataclass(frozen=True, slots=True)
 class VerifyResult:
@@ -183,8 +186,8 @@ class _Checker:
         name = member.name
         self._limits.check("max_path_bytes", len(name.encode("utf-8")), name)
         _check_name(name)
-        if "\0" in member.linkname:
-            raise UnsafePathError(name, "NUL byte in link target")
+        if member.kind == "symlink":
+            self._check_target(name, member.linkname)
         parts = tuple(name.split("/"))
         if not self.top:
             if len(parts) != 1 or member.kind != "dir":
@@ -204,14 +207,30 @@ class _Checker:
         self._previous = key
         return below
 
+    def _check_target(self, name: str, target: str) -> None:
+        # Checked before the link is written to disk, where the system would refuse it.
+        if not target:
+            raise SymlinkError(name, "link target is empty")
+        if "\0" in target:
+            raise UnsafePathError(name, "NUL byte in link target")
+        size = len(target.encode("utf-8"))
+        self._limits.check("max_path_bytes", size, name)
+        if size >= _PATH_MAX:
+            raise UnsafePathError(name, f"link target is longer than {_PATH_MAX - 1} bytes")
+
     def _check_parent(self, name: str, below: tuple[str, ...]) -> None:
-        parent = self._tree.get(below[:-1])
-        if parent is None:
-            raise NotCanonicalError(name, "parent directory is not archived before it")
-        if parent[0] == "symlink":
+        # The deepest archived ancestor: a link or a file there means the name goes through it
+        # (e.g. "a/b/c" after the link "a"), whether or not the parent itself was archived.
+        depth = len(below) - 1
+        while below[:depth] not in self._tree:
+            depth -= 1
+        ancestor = self._tree[below[:depth]]
+        if ancestor[0] == "symlink":
             raise SymlinkError(name, "entry below a symbolic link")
-        if parent[0] != "dir":
+        if ancestor[0] != "dir":
             raise UnsafePathError(name, "entry below a regular file")
+        if depth != len(below) - 1:
+            raise NotCanonicalError(name, "parent directory is not archived before it")
 
     def _count(self, member: Member) -> None:
         self.entries += 1
@@ -244,3 +263,5 @@ def _check_name(name: str) -> None:
     for part in name.split("/"):
         if part in ("", ".", ".."):
             raise UnsafePathError(name, f"entry name holds a {part or 'empty'!r} component")
+        if len(part.encode("utf-8")) > _NAME_MAX:
+            raise UnsafePathError(name, f"entry name holds a component over {_NAME_MAX} bytes")

@@ -98,6 +98,8 @@ def _walk(root: Path, top: str, root_stat: os.stat_result, limits: Limits) -> li
         limits.check(
             "max_path_bytes", top_bytes + sum(len(p) + 1 for p in _raw(entry.parts)), display
         )
+        if entry.kind == "symlink":  # a link target is a path too (the reader checks it)
+            limits.check("max_path_bytes", len(entry.target.encode("utf-8")), display)
         if entry.kind == "dir":
             children = [_child(entry.parts, path, name, top) for name in _listdir(path, display)]
             stack.extend(reversed(sorted(children, key=lambda child: child[1])))

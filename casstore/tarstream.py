@@ -55,12 +55,12 @@ class ByteStream:
         self.received = 0  # bytes decoded
         self.content = new_hasher("blake3")
 
-    def _fill(self) -> bool:
+    def _fill(self, entry: str | None = None) -> bool:
         chunk = next(self._chunks, None)
         if chunk is None:
             return False
         self.received += len(chunk)
-        self._limits.check("max_expanded_bytes", self.received, None)
+        self._limits.check("max_expanded_bytes", self.received, entry)
         self.content.update(chunk)
         self._buffer = self._buffer[self._pos :] + chunk
         self._pos = 0
@@ -81,7 +81,7 @@ class ByteStream:
         while size:
             if self._pos == len(self._buffer):
                 self._buffer, self._pos = b"", 0
-                if not self._fill():
+                if not self._fill(what):
                     raise CorruptArchiveError(what, "archive is truncated (file data)")
             take = min(size, len(self._buffer) - self._pos)
             yield memoryview(self._buffer)[self._pos : self._pos + take]
@@ -142,10 +142,10 @@ def _read_member(stream: ByteStream, block: bytes, limits: Limits) -> RawMember:
 
 
 def _parse_block(block: bytes) -> dict:
-    stored = _octal(block[148:156], "header checksum", None)
-    if stored != header_checksum(block):
-        raise CorruptArchiveError(_cstring(block[0:100]) or None, "header checksum mismatch")
     name = _cstring(block[0:100])
+    stored = _octal(block[148:156], "header checksum", name or None)
+    if stored != header_checksum(block):
+        raise CorruptArchiveError(name or None, "header checksum mismatch")
     prefix = _cstring(block[345:500])
     return {
         "name": f"{prefix}/{name}" if prefix else name,
@@ -212,12 +212,22 @@ def _member(fields: dict, pax: dict[str, str]) -> Member:
     if kind is None:
         refused = _REFUSED.get(fields["type"], f"unknown entry type {fields['type']!r}")
         raise EntryTypeError(name, f"{refused} entries are not allowed")
-    if "size" in pax and not pax["size"].isdigit():
-        raise CorruptArchiveError(name, "PAX size record is not a decimal number")
-    size = int(pax["size"]) if "size" in pax else fields["size"]
+    size = _pax_size(pax["size"], name) if "size" in pax else fields["size"]
     linkname = pax.get("linkpath", fields["linkname"])
     linkname = _decode(linkname.encode("utf-8", "surrogateescape"), name)
     if kind != "file" and size:
         raise NotCanonicalError(name, "a directory or link entry carries data")
+    if kind != "symlink" and linkname:
+        raise NotCanonicalError(name, "only a symbolic link entry carries a link target")
     stripped = name[:-1] if kind == "dir" and name.endswith("/") else name
     return Member(stripped, kind, fields["mode"] & 0o7777, size, linkname)
+
+
+def _pax_size(text: str, name: str) -> int:
+    # ASCII digits only (str.isdigit also accepts "²", which int() refuses), and few enough
+    # for int() (it refuses more than 4,300 digits); 20 digits already exceed any file limit.
+    if not (text.isascii() and text.isdigit()):
+        raise CorruptArchiveError(name, "PAX size record is not a decimal number")
+    if len(text) > 20:
+        raise CorruptArchiveError(name, "PAX size record is out of range")
+    return int(text)
