@@ -55,6 +55,13 @@ class CasstoreError(Exception):
         self.rule = rule
         super().__init__(f"{path}: {rule}" if path else rule)
 
+    def located(self, path: str) -> CasstoreError:
+        """Name ``path`` (e.g. the archive file) when the error named no entry; returns self."""
+        if self.path is None:
+            self.path = path
+            self.args = (f"{path}: {self.rule}",)
+        return self
+
     def to_json(self) -> dict[str, str | None]:
         """``{"kind", "path", "message"}`` as the CLI's ``--json`` output reports it."""
         return {"kind": self.kind, "path": self.path, "message": str(self)}

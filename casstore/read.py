@@ -17,6 +17,7 @@ from pathlib import Path
 from casstore.compress import Compression, decode, detect
 from casstore.digest import Digest, new_hasher
 from casstore.errors import (
+    CheckError,
     CorruptArchiveError,
     DigestMismatchError,
     NotCanonicalError,
@@ -118,6 +119,16 @@ class _HashingFile:
 
 
 def _read(
+    archive: Path, expect: Digest | None, limits: Limits, extractor: Extractor | None
+) -> VerifyResult:
+    try:
+        return _read_checked(archive, expect, limits, extractor)
+    except CheckError as error:
+        error.located(str(archive))
+        raise
+
+
+def _read_checked(
     archive: Path, expect: Digest | None, limits: Limits, extractor: Extractor | None
 ) -> VerifyResult:
     try:
