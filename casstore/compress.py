@@ -151,12 +151,17 @@ class _GzipEncoder:
 
 
 def detect(head: bytes) -> Compression:
-    """The compression of a stream starting with ``head`` (at least 4 bytes): by magic."""
+    """The compression of a stream starting with ``head`` (its first 512 bytes), by magic.
+
+    Raises :class:`CorruptArchiveError` when ``head`` is neither gzip, zstd nor a POSIX tar.
+    """
     if head.startswith(GZIP_HEADER[:2]):
         return "gzip"
     if head.startswith(ZSTD_MAGIC):
         return "zstd"
-    return "none"
+    if head[257:263] == b"ustar\0":
+        return "none"
+    raise CorruptArchiveError(None, "not an archive (neither gzip, zstd nor POSIX tar)")
 
 
 def decode(compression: Compression, source: BinaryIO) -> Iterator[bytes]:
@@ -175,7 +180,9 @@ def decode(compression: Compression, source: BinaryIO) -> Iterator[bytes]:
 def _gunzip(source: BinaryIO) -> Iterator[bytes]:
     header = source.read(len(GZIP_HEADER))
     if header != GZIP_HEADER:
-        raise NotCanonicalError(None, "gzip header is not canonical (flags 0, mtime 0, OS 255)")
+        raise NotCanonicalError(
+            None, "gzip header differs from the one casstore writes (flags 0, mtime 0, OS 255)"
+        )
     inflater = zlib.decompressobj(-15)
     crc, size = 0, 0
     pending = b""
@@ -215,7 +222,7 @@ def _unzstd(source: BinaryIO) -> Iterator[bytes]:
         raise CorruptArchiveError(None, f"zstd stream is damaged: {error}") from error
     while tracker.read(CHUNK):
         pass
-    if tracker.end is None:
+    if tracker.end is None or tracker.end > tracker.total:
         raise CorruptArchiveError(None, "zstd frame is truncated")
     if tracker.total != tracker.end:
         raise CorruptArchiveError(

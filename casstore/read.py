@@ -136,7 +136,7 @@ def _read_checked(
     except OSError as error:
         raise UsageError(str(archive), f"cannot open archive: {error.strerror}") from error
     with handle:
-        compression = detect(handle.read(4))
+        compression = detect(handle.read(512))
         handle.seek(0)
         source = _HashingFile(handle, limits)
         stream = ByteStream(decode(compression, source), limits)

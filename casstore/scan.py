@@ -7,6 +7,7 @@ UTF-8, only directories, regular files and symbolic links, link targets inside t
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from pathlib import Path
 from casstore.errors import EntryTypeError, SourceChangedError, UnsafePathError, UsageError
 from casstore.limits import Limits
 from casstore.links import Node, check_link
-from casstore.structure import TaskLayout, check_tree_layout
+from casstore.structure import TaskLayout, check_config, check_tree_layout
 from casstore.tarformat import Kind
 
 __all__ = ["SourceEntry", "SourceTree", "scan_tree", "stat_key"]
@@ -76,40 +77,43 @@ def scan_tree(source: Path, limits: Limits) -> SourceTree:
         raise UsageError(str(source), "not a directory")
     root = root.resolve()
     top = _decode(root.name.encode("utf-8", "surrogateescape"), str(root))
+    config = _read_config(root / "task.toml", f"{top}/task.toml", limits)
+    if not os.path.islink(root / "task.toml"):  # a link there is the link rule's to report
+        check_config(top, config)  # fail fast on a directory that is not a task at all
     entries = _walk(root, top, root_stat, limits)
     tree_view = {entry.parts: _node(entry) for entry in entries}
     for entry in entries:
         if entry.kind == "symlink":
             check_link("/".join((top, *entry.parts)), entry.parts, entry.target, tree_view.get)
     payload = _payload(entries, top, limits)
-    layout = _layout(root, top, entries, limits)
+    layout = check_tree_layout(top, config, [(entry.parts, entry.kind) for entry in entries])
     return SourceTree(root, top, tuple(entries), layout, payload)
 
 
 def _walk(root: Path, top: str, root_stat: os.stat_result, limits: Limits) -> list[SourceEntry]:
     entries: list[SourceEntry] = []
-    top_bytes = len(top.encode("utf-8"))
     stack: list[tuple[SourceEntry, bytes]] = [(SourceEntry((), "dir", root_stat), bytes(root))]
     while stack:
         entry, path = stack.pop()
         entries.append(entry)
         display = "/".join((top, *entry.parts))
         limits.check("max_entries", len(entries), display)
-        limits.check(
-            "max_path_bytes", top_bytes + sum(len(p) + 1 for p in _raw(entry.parts)), display
-        )
         if entry.kind == "symlink":  # a link target is a path too (the reader checks it)
             limits.check("max_path_bytes", len(entry.target.encode("utf-8")), display)
         if entry.kind == "dir":
-            children = [_child(entry.parts, path, name, top) for name in _listdir(path, display)]
+            children = [
+                _child(entry.parts, path, name, top, limits) for name in _listdir(path, display)
+            ]
             stack.extend(reversed(sorted(children, key=lambda child: child[1])))
     return entries
 
 
 def _child(
-    parts: tuple[str, ...], directory: bytes, name: bytes, top: str
+    parts: tuple[str, ...], directory: bytes, name: bytes, top: str, limits: Limits
 ) -> tuple[SourceEntry, bytes]:
     child = (*parts, _decode(name, "/".join((top, *parts, repr(name)[2:-1]))))
+    display = "/".join((top, *child))
+    limits.check("max_path_bytes", len(display.encode("utf-8")), display)
     path = directory + b"/" + name
     return _entry(child, path, top), path
 
@@ -129,7 +133,11 @@ def _entry(parts: tuple[str, ...], path: bytes, top: str) -> SourceEntry:
         if stat.S_ISLNK(mode):
             return SourceEntry(parts, "symlink", info, _decode(os.readlink(path), display))
     except OSError as error:
-        raise SourceChangedError(display, f"entry vanished while scanned: {error}") from error
+        if error.errno == errno.ENAMETOOLONG:
+            raise UnsafePathError(display, "path is too long for this system") from error
+        raise SourceChangedError(
+            display, f"entry vanished while scanned: {error.strerror}"
+        ) from error
     if stat.S_ISDIR(mode):
         return SourceEntry(parts, "dir", info)
     if stat.S_ISREG(mode):
@@ -149,10 +157,6 @@ def _decode(raw: bytes, display: str) -> str:
         raise UnsafePathError(display, "name is not valid UTF-8") from error
 
 
-def _raw(parts: tuple[str, ...]) -> list[bytes]:
-    return [part.encode("utf-8") for part in parts]
-
-
 def _payload(entries: list[SourceEntry], top: str, limits: Limits) -> int:
     total = 0
     for entry in entries:
@@ -164,19 +168,17 @@ def _payload(entries: list[SourceEntry], top: str, limits: Limits) -> int:
     return total
 
 
-def _layout(root: Path, top: str, entries: list[SourceEntry], limits: Limits) -> TaskLayout:
-    kinds = [(entry.parts, entry.kind) for entry in entries]
-    config = None
-    if (("task.toml",), "file") in kinds:
-        config = _read_config(root / "task.toml", f"{top}/task.toml", limits)
-    return check_tree_layout(top, config, kinds)
-
-
-def _read_config(path: Path, display: str, limits: Limits) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+def _read_config(path: Path, display: str, limits: Limits) -> bytes | None:
+    """task.toml's bytes, or None when it is absent or not a regular file."""
     try:
-        data = os.read(fd, limits.max_config_bytes + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        limits.check("max_config_bytes", info.st_size, display)
+        return os.read(fd, info.st_size + 1)
     finally:
         os.close(fd)
-    limits.check("max_config_bytes", len(data), display)
-    return data

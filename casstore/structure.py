@@ -19,7 +19,13 @@ from casstore.errors import TaskFormatError
 if TYPE_CHECKING:
     from harbor.models.task.config import TaskConfig
 
-__all__ = ["TaskLayout", "check_layout", "check_tree_layout", "parse_task_config"]
+__all__ = [
+    "TaskLayout",
+    "check_config",
+    "check_layout",
+    "check_tree_layout",
+    "parse_task_config",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +51,14 @@ def parse_task_config(path: str, text: bytes) -> TaskConfig:
         raise TaskFormatError(path, f"task.toml is not valid for Harbor: {first}") from error
 
 
+def check_config(top: str, config_text: bytes | None) -> TaskConfig:
+    """The task's Harbor config from task.toml bytes (None: absent or not a regular file).
+    Raises :class:`TaskFormatError` naming ``top/task.toml``."""
+    if config_text is None:
+        raise TaskFormatError(f"{top}/task.toml", "a task needs a regular task.toml file")
+    return parse_task_config(f"{top}/task.toml", config_text)
+
+
 def check_layout(
     top: str,
     config_text: bytes | None,
@@ -57,9 +71,7 @@ def check_layout(
     the regular files' paths below the task root; ``step_dirs`` the names of directories
     directly under ``steps/``. Raises :class:`TaskFormatError` naming the missing or extra path.
     """
-    if config_text is None:
-        raise TaskFormatError(f"{top}/task.toml", "a task needs a regular task.toml file")
-    config = parse_task_config(f"{top}/task.toml", config_text)
+    config = check_config(top, config_text)
     steps = tuple(step.name for step in config.steps or ())
     has_root = ("instruction.md",) in files
     if not steps and not has_root:

@@ -66,11 +66,13 @@ class ByteStream:
         self._pos = 0
         return True
 
-    def take(self, size: int, what: str) -> bytes:
-        """Exactly ``size`` bytes; :class:`CorruptArchiveError` naming ``what`` if truncated."""
+    def take(self, size: int, what: str | None) -> bytes:
+        """Exactly ``size`` bytes; :class:`CorruptArchiveError` if the stream ends first.
+        ``what`` is the entry being read (None while looking for a header)."""
         while len(self._buffer) - self._pos < size:
             if not self._fill():
-                raise CorruptArchiveError(what, "archive is truncated")
+                rule = "archive is truncated" if what else "archive is truncated (header expected)"
+                raise CorruptArchiveError(what, rule)
         data = self._buffer[self._pos : self._pos + size]
         self._pos += size
         self.offset += size
@@ -114,9 +116,9 @@ def read_members(stream: ByteStream, limits: Limits) -> Iterator[RawMember]:
     """Yield every member of ``stream``; the caller must consume a file's data (``size``
     bytes, then its padding) before asking for the next member. Stops after the end blocks."""
     while True:
-        block = stream.take(BLOCK, "end of archive")
+        block = stream.take(BLOCK, None)
         if block == _ZERO:
-            if stream.take(BLOCK, "end of archive") != _ZERO:
+            if stream.take(BLOCK, None) != _ZERO:
                 raise NotCanonicalError(None, "a lone zero block inside the archive")
             stream.expect_end()
             return
