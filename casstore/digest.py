@@ -39,7 +39,7 @@ class Digest:
 
     def __post_init__(self) -> None:
         if not _FORM.fullmatch(f"{self.algorithm}:{self.hex}"):
-            raise UsageError(f"{self.algorithm}:{self.hex}", "not a sha256:/blake3: digest")
+            raise UsageError(None, f"{self.algorithm}:{self.hex!r} is not a sha256:/blake3: digest")
 
     @classmethod
     def parse(cls, text: str, algorithm: Algorithm | None = None) -> Digest:
@@ -50,9 +50,13 @@ class Digest:
         """
         match = _FORM.fullmatch(text)
         if match is None:
-            raise UsageError(text, "a digest is sha256:<64 lowercase hex> or blake3:<64 ...>")
+            raise UsageError(
+                None,
+                f"{text!r} is not a digest: expected sha256:<64 lowercase hex digits> "
+                "or blake3:<64 lowercase hex digits>",
+            )
         if algorithm is not None and match.group(1) != algorithm:
-            raise UsageError(text, f"expected a {algorithm}: digest")
+            raise UsageError(None, f"{text!r} is not a {algorithm}: digest")
         return cls(match.group(1), match.group(2))  # type: ignore[arg-type]
 
     def __str__(self) -> str:

@@ -77,5 +77,7 @@ def parse_size(text: str) -> int:
     if unit.endswith("b") and not unit.endswith("ib"):
         unit = unit[:-1]
     if match is None or unit not in _UNITS:
-        raise UsageError(text, "a size is a whole number with an optional unit (KiB, MiB, GiB)")
+        raise UsageError(
+            text, "a size is a whole number with an optional unit (KiB, MiB, GiB, k, M, G)"
+        )
     return int(match.group(1)) * _UNITS[unit]

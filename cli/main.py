@@ -17,10 +17,10 @@ try:  # typer >= 0.24 vendors click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click.exceptions import ClickException
 
-from casstore.errors import CasstoreError
+from casstore.errors import CasstoreError, CheckError, UsageError
 from cli import archive, demo, store
 from cli.options import GlobalOptions
-from cli.output import fail
+from cli.output import emit_json, fail
 from cli.verifier import verifier_app
 
 __all__ = ["app", "main"]
@@ -63,18 +63,33 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(argv: list[str] | None = None) -> int:
-    """Run the CLI and return its exit status instead of exiting."""
+    """Run the CLI and return its exit status instead of exiting.
+
+    A failure prints one line on stderr; with ``--json`` it also prints
+    ``{"ok": false, "error": {"kind", "path", "message"}}`` on stdout (unless the command
+    already reported it).
+    """
+    args = sys.argv[1:] if argv is None else argv
     try:
-        result = app(args=argv, prog_name="casstore", standalone_mode=False)
+        result = app(args=args, prog_name="casstore", standalone_mode=False)
     except typer.Exit as done:
         return done.exit_code
     except ClickException as error:
         lines = error.format_message().strip().splitlines()
-        return fail(lines[0], error.exit_code).exit_code if lines else error.exit_code
+        if not lines:
+            return error.exit_code
+        return _failed(args, UsageError(None, lines[0]), error.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         return fail("interrupted", 130).exit_code
     except CasstoreError as error:
-        return fail(str(error), error.exit_code).exit_code
+        return _failed(args, error, error.exit_code)
     except OSError as error:
-        return fail(f"{error.filename or ''}: {error.strerror or error}", 1).exit_code
+        failure = CheckError(error.filename and str(error.filename), error.strerror or str(error))
+        return _failed(args, failure, 1)
     return result if isinstance(result, int) else 0
+
+
+def _failed(args: list[str], error: CasstoreError, code: int) -> int:
+    if "--json" in args:
+        emit_json({"ok": False, "error": error.to_json()})
+    return fail(str(error), code).exit_code

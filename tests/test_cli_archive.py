@@ -115,3 +115,20 @@ def test_demo_runs_and_is_repeatable(tmp_path, capsys):
     code, out, _ = call(capsys, "demo", "--dir", str(tmp_path / "d"), "--json")
     again = json.loads(out)
     assert [a["address"] for a in again["archives"]] == [a["address"] for a in first["archives"]]
+
+
+@pytest.mark.parametrize("command", ["extract", "pack"])
+def test_json_failures_are_json_too(command, task, tmp_path, capsys):
+    archive = tmp_path / "t.tgz"
+    pack_tree(task, archive)
+    archive.write_bytes(archive.read_bytes()[:-20])
+    argv = {
+        "extract": ["extract", str(archive), str(tmp_path / "dest"), "--json"],
+        "pack": ["pack", str(tmp_path / "nope"), "-o", str(tmp_path / "x"), "--json"],
+    }[command]
+    code, out, err = call(capsys, *argv)
+    report = json.loads(out)
+    assert report["ok"] is False
+    assert report["error"]["kind"] == {"extract": "corrupt", "pack": "usage"}[command]
+    assert code == {"extract": 1, "pack": 2}[command]
+    assert err == f"casstore: {report['error']['message']}\n"

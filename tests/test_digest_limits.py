@@ -39,8 +39,17 @@ def test_digest_rejects_every_other_form(text):
         Digest.parse(text)
 
 
+def test_digest_error_quotes_the_text_and_the_forms():
+    with pytest.raises(UsageError) as caught:
+        Digest.parse("")
+    assert str(caught.value) == (
+        "'' is not a digest: expected sha256:<64 lowercase hex digits> "
+        "or blake3:<64 lowercase hex digits>"
+    )
+
+
 def test_digest_algorithm_must_match_when_asked():
-    with pytest.raises(UsageError, match="expected a sha256"):
+    with pytest.raises(UsageError, match="is not a sha256: digest"):
         Digest.parse(f"blake3:{HEX}", "sha256")
 
 
