@@ -35,7 +35,9 @@ def init(
     """Write tests/test.sh and vendor the verifier runner and helpers under tests/.ng/.
 
     Prints the files written, relative to the task directory, one per line (or, with --json,
-    an object with task_dir, verifier and written).
+    an object with task_dir, verifier and written). The shim reads CASSTORE_REWARD_DIR
+    (default /logs/verifier), CASSTORE_WORKSPACE (default: the current folder) and
+    CASSTORE_PYTHON (default python3).
     """
     written = [
         path.relative_to(task_dir).as_posix()
