@@ -1,1 +1,61 @@
-"""Scoring engine for imported Harbor trials."""
+"""Scoring engine for imported Harbor trials (SPEC section 5).
+
+Entry points: :func:`score` (a :class:`RewardTable` → :class:`ScoreReport`),
+:func:`summarize` (merged :class:`Partials` → report), the per-metric functions
+(:func:`pass_at_k`, :func:`pass_hat_k`, :func:`harbor_metric`, :func:`harbor_pass_at_k`,
+:func:`run_metric_script`) and views (:func:`load_views`). The JSON schema of a report is in
+:mod:`scoring.report`; the per-attempt rules and statuses in :mod:`scoring._rules`.
+"""
+
+from scoring._engine import DEFAULT_GROUP_BY, GROUP_FIELDS, score, summarize
+from scoring._errors import MetricScriptError, ScoringError
+from scoring._harbor import HarborRewards, evals_key, harbor_metric, harbor_pass_at_k
+from scoring._mean import OutputStats, output_stats
+from scoring._metric_script import run_metric_script
+from scoring._partials import Partials
+from scoring._pass_at_k import PassAtK, default_ks, pass_at_k, pass_hat_k
+from scoring._rules import STATUS_NAMES, Attempts, Code, Diagnostics, Status, apply_rules
+from scoring._stderr import ci95, clt_stderr, cluster_mean_stderr
+from scoring._views import Signal, View, evaluate_views, load_views, parse_views
+from scoring.report import SCHEMA, ScoreReport
+from scoring.table import Flag, Kind, RewardTable
+
+__all__ = [
+    "DEFAULT_GROUP_BY",
+    "GROUP_FIELDS",
+    "SCHEMA",
+    "STATUS_NAMES",
+    "Attempts",
+    "Code",
+    "Diagnostics",
+    "Flag",
+    "HarborRewards",
+    "Kind",
+    "MetricScriptError",
+    "OutputStats",
+    "Partials",
+    "PassAtK",
+    "RewardTable",
+    "ScoreReport",
+    "ScoringError",
+    "Signal",
+    "Status",
+    "View",
+    "apply_rules",
+    "ci95",
+    "clt_stderr",
+    "cluster_mean_stderr",
+    "default_ks",
+    "evals_key",
+    "evaluate_views",
+    "harbor_metric",
+    "harbor_pass_at_k",
+    "load_views",
+    "output_stats",
+    "parse_views",
+    "pass_at_k",
+    "pass_hat_k",
+    "run_metric_script",
+    "score",
+    "summarize",
+]

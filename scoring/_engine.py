@@ -1,0 +1,276 @@
+"""The scoring engine: ``score(table) -> ScoreReport`` and ``summarize(partials)``.
+
+Pipeline (``n`` rows, ``C`` cells, ``T`` tasks, ``O`` outputs), all NumPy:
+
+1. :func:`scoring._rules.apply_rules` — status, emitted values and diagnostics per row;
+2. :meth:`scoring._partials.Partials.from_table` — ``bincount`` of the rows into cells
+   (task × agent × model × dataset);
+3. :func:`summarize` — cells are sorted by task, so ``np.add.reduceat`` gives per-task arrays;
+   for groups the cells are sorted by (group, task) and reduced the same way; each set of tasks
+   becomes a :class:`scoring.report.Block` (counts, means with clustered errors, pass@k,
+   pass^k);
+4. Harbor parity (:mod:`scoring._harbor`), custom ``metric.py`` scripts
+   (:mod:`scoring._metric_script`) and views (:mod:`scoring._views`) on top.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scoring._errors import ScoringError
+from scoring._harbor import BUILTIN_METRICS, HarborRewards, harbor_metric, harbor_pass_at_k
+from scoring._mean import output_stats
+from scoring._metric_script import DEFAULT_TIMEOUT, run_metric_script
+from scoring._partials import CELL_FIELDS, Partials
+from scoring._pass_at_k import default_ks, pass_at_k, pass_hat_k
+from scoring._rules import apply_rules
+from scoring._views import Signal, View, evaluate_views, load_views
+from scoring.report import Block, GroupReport, ScoreReport, TaskTable, _counts
+from scoring.table import RewardTable
+
+__all__ = ["DEFAULT_GROUP_BY", "GROUP_FIELDS", "score", "summarize"]
+
+GROUP_FIELDS = ("agent", "model", "dataset")
+DEFAULT_GROUP_BY: tuple[str, ...] = GROUP_FIELDS
+
+
+def _check_group_by(group_by: Sequence[str]) -> list[str]:
+    fields = [name for name in group_by if name]
+    for name in fields:
+        if name not in GROUP_FIELDS:
+            raise ScoringError(
+                None, f"cannot group by {name!r} (choose from agent, model, dataset)"
+            )
+    return fields
+
+
+def _reduce(arrays: list[np.ndarray], starts: np.ndarray) -> list[np.ndarray]:
+    if not starts.size:
+        return [np.zeros((0, *a.shape[1:]), dtype=a.dtype) for a in arrays]
+    return [np.add.reduceat(a, starts, axis=0) for a in arrays]
+
+
+def _block(
+    attempts: np.ndarray,
+    successes: np.ndarray,
+    status: np.ndarray,
+    measured: np.ndarray,
+    sums: np.ndarray,
+    expected: np.ndarray,
+    outputs: list[str],
+    ks: list[int],
+) -> dict[str, Any]:
+    total = int(attempts.sum())
+    stats = {
+        name: output_stats(attempts * expected[:, o], measured[:, o], sums[:, o])
+        for o, name in enumerate(outputs)
+    }
+    return {
+        "counts": _counts(status),
+        "resolve_rate": float(successes.sum()) / total if total else None,
+        "outputs": stats,
+        "pass_at_k": pass_at_k(attempts, successes, ks),
+        "pass_hat_k": pass_hat_k(attempts, successes, ks),
+    }
+
+
+def summarize(
+    partials: Partials,
+    ks: Sequence[int] | None = None,
+    group_by: Sequence[str] = DEFAULT_GROUP_BY,
+) -> ScoreReport:
+    """A report from partial aggregates alone (no diagnostics, Harbor parity or views)."""
+    group_fields = _check_group_by(group_by)
+    cell = partials.cell
+    outputs = partials.outputs
+    task_of = cell[:, 0].astype(np.int64)
+    per_cell = [
+        partials.attempts,
+        partials.successes,
+        partials.status,
+        partials.present,
+        partials.measured,
+        partials.sums,
+        partials.sumsq,
+    ]
+    starts = np.flatnonzero(np.r_[True, task_of[1:] != task_of[:-1]]) if task_of.size else task_of
+    attempts, successes, status, present, measured, sums, sumsq = _reduce(per_cell, starts)
+    expected = present > 0
+    expected[:, 0] = True
+    if ks is None:
+        ks = default_ks(int(attempts.max()) if attempts.size else 0)
+    ks = sorted({int(k) for k in ks})
+    if any(k < 1 for k in ks):
+        raise ScoringError(None, "every k must be >= 1")
+    overall = Block(**_block(attempts, successes, status, measured, sums, expected, outputs, ks))
+    tasks = TaskTable(
+        names=list(partials.labels["task"]),
+        outputs=outputs,
+        attempts=attempts,
+        successes=successes,
+        status=status,
+        expected=expected,
+        measured=measured,
+        sums=sums,
+        sumsq=sumsq,
+    )
+    groups = _groups(partials, group_fields, per_cell, task_of, expected, outputs, ks)
+    return ScoreReport(
+        reward_key=partials.reward_key,
+        threshold=partials.threshold,
+        ks=ks,
+        group_by=group_fields,
+        overall=overall,
+        groups=groups,
+        tasks=tasks,
+        partials=partials,
+    )
+
+
+def _groups(
+    partials: Partials,
+    fields: list[str],
+    per_cell: list[np.ndarray],
+    task_of: np.ndarray,
+    expected: np.ndarray,
+    outputs: list[str],
+    ks: list[int],
+) -> list[GroupReport]:
+    if not fields or not task_of.size:
+        return []
+    columns = [CELL_FIELDS.index(name) for name in fields]
+    key = np.zeros(task_of.size, dtype=np.int64)
+    for column in columns:
+        key = key * max(len(partials.labels[CELL_FIELDS[column]]), 1) + partials.cell[:, column]
+    order = np.lexsort((task_of, key))
+    key, task_sorted = key[order], task_of[order]
+    boundary = np.r_[True, (key[1:] != key[:-1]) | (task_sorted[1:] != task_sorted[:-1])]
+    starts = np.flatnonzero(boundary)
+    pairs = _reduce([array[order] for array in per_cell], starts)
+    pair_key, pair_task = key[starts], task_sorted[starts]
+    group_starts = np.flatnonzero(np.r_[True, pair_key[1:] != pair_key[:-1]])
+    group_ends = np.r_[group_starts[1:], pair_key.size]
+    groups = []
+    for begin, end in zip(group_starts.tolist(), group_ends.tolist(), strict=True):
+        attempts, successes, status, _, measured, sums, _ = (a[begin:end] for a in pairs)
+        first_cell = partials.cell[order[starts[begin]]]
+        labels = {
+            CELL_FIELDS[column]: partials.labels[CELL_FIELDS[column]][first_cell[column]]
+            for column in columns
+        }
+        block = _block(
+            attempts,
+            successes,
+            status,
+            measured,
+            sums,
+            expected[pair_task[begin:end]],
+            outputs,
+            ks,
+        )
+        groups.append(GroupReport(**block, labels=labels))
+    return groups
+
+
+def _metric_name(spec: str | Path) -> str:
+    return spec if isinstance(spec, str) and spec in BUILTIN_METRICS else Path(spec).stem
+
+
+def score(
+    table: RewardTable,
+    *,
+    reward_key: str | None = None,
+    ks: Sequence[int] | None = None,
+    threshold: float = 1.0,
+    group_by: Sequence[str] = DEFAULT_GROUP_BY,
+    metrics: Sequence[str | Path] = ("mean",),
+    views: Sequence[View] | Path | str | None = None,
+    metric_timeout: float = DEFAULT_TIMEOUT,
+    harbor: bool = True,
+) -> ScoreReport:
+    """Score every trial of ``table``.
+
+    ``reward_key`` (optional) must match the table's; ``ks`` defaults to 1, 2, 4, 8, … and
+    5, 10, … up to the largest attempt count; ``threshold`` decides success (primary >= it);
+    ``group_by`` ⊆ (agent, model, dataset); ``metrics`` are Harbor metrics (``mean``, ``sum``,
+    ``min``, ``max``) or paths of ``metric.py`` scripts; ``views`` a list of
+    :class:`~scoring._views.View` or a view file. ``harbor=False`` skips the parity outputs.
+    """
+    if reward_key is not None and reward_key != table.reward_key:
+        raise ScoringError(
+            None,
+            f"trials were imported with reward key {table.reward_key!r}, not {reward_key!r} "
+            "(re-import them with that key)",
+        )
+    if isinstance(views, str | Path):
+        views = load_views(views)
+    rules = apply_rules(table)
+    partials = Partials.from_table(table, rules, threshold)
+    report = summarize(partials, ks=ks, group_by=group_by)
+    report.jobs = list(table.jobs)
+    report.diagnostics = rules.diagnostics
+    report.table = table
+    if harbor:
+        rewards = HarborRewards.from_table(table)
+        report.harbor_metrics = _harbor_metrics(rewards, metrics, metric_timeout)
+        report.harbor_pass_at_k = harbor_pass_at_k(rewards)
+        report.harbor_evals = _harbor_evals(rewards, metrics, metric_timeout, report)
+    if views:
+        report.views = evaluate_views(list(views), _lookup(report, metrics))
+    return report
+
+
+def _harbor_metrics(
+    rewards: HarborRewards, metrics: Sequence[str | Path], timeout: float
+) -> list[dict[str, Any]]:
+    if not len(rewards):
+        return []
+    out = []
+    for spec in metrics:
+        if isinstance(spec, str) and spec in BUILTIN_METRICS:
+            out.append(harbor_metric(spec, rewards))
+        else:
+            out.append(run_metric_script(spec, rewards.dicts(), timeout))
+    return out
+
+
+def _harbor_evals(
+    rewards: HarborRewards, metrics: Sequence[str | Path], timeout: float, report: ScoreReport
+) -> dict[str, dict[str, Any]]:
+    assert report.harbor_metrics is not None and report.harbor_pass_at_k is not None
+    if len(rewards.evals_keys) == 1:
+        key = rewards.evals_keys[0]
+        return {
+            key: {
+                "metrics": report.harbor_metrics,
+                "pass_at_k": report.harbor_pass_at_k.get(key, {}),
+            }
+        }
+    out = {}
+    for index, key in enumerate(rewards.evals_keys):
+        part = rewards.subset(index)
+        out[key] = {
+            "metrics": _harbor_metrics(part, metrics, timeout),
+            "pass_at_k": report.harbor_pass_at_k.get(key, {}),
+        }
+    return out
+
+
+def _lookup(report: ScoreReport, metrics: Sequence[str | Path]):
+    names = [_metric_name(spec) for spec in metrics]
+
+    def lookup(signal: Signal) -> tuple[bool, float | None]:
+        if signal.metric == "harbor_reward":
+            stats = report.outputs.get(signal.output)
+            return (stats is not None, stats.mean if stats else None)
+        for name, values in zip(names, report.harbor_metrics or [], strict=False):
+            if name == signal.metric and signal.output in values:
+                value = values[signal.output]
+                return True, float(value) if isinstance(value, int | float) else None
+        return False, None
+
+    return lookup

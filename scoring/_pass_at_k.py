@@ -1,0 +1,111 @@
+"""pass@k and pass^k: unbiased estimators over tasks with ragged attempt counts.
+
+For a task with ``n`` attempts of which ``c`` succeed (primary >= threshold):
+
+* pass@k  = 1 − C(n−c, k) / C(n, k)   (Chen et al. 2021, "Evaluating Large Language Models
+  Trained on Code", eq. 1: the probability that at least one of k draws without replacement
+  succeeds);
+* pass^k  = C(c, k) / C(n, k)         (all k draws succeed; Yao et al. 2024, τ-bench).
+
+Both ratios are evaluated as cumulative products ``Π_{j<k} (a − j) / (n − j)`` with
+``a = n − c`` (pass@k) or ``a = c`` (pass^k): every factor is in [0, 1], so nothing overflows
+(no factorials), a zero factor makes the product exactly 0 (pass@k exactly 1 when
+``n − c < k``; pass^k exactly 0 when ``c < k``) and ``c = 0`` gives factors of exactly 1
+(pass@k exactly 0).
+
+A task is *eligible* for k when ``n >= k``; ineligible tasks are left out of the average (never
+counted as 1.0) and the number of eligible tasks is reported with every value. The default k
+set is 1, 2, 4, 8, … and 5, 10, 15, … up to the largest attempt count. Shapes: ``n`` and ``c``
+are int64[T]; each k yields a float64[m_k] of per-task values (eligible tasks only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scoring._stderr import ci95, clt_stderr
+
+__all__ = ["PassAtK", "default_ks", "pass_at_k", "pass_hat_k", "per_task_products"]
+
+
+def default_ks(max_attempts: int) -> list[int]:
+    """1, 2, 4, 8, … together with 5, 10, 15, … up to ``max_attempts`` (sorted)."""
+    ks: set[int] = set()
+    k = 1
+    while k <= max_attempts:
+        ks.add(k)
+        k *= 2
+    ks.update(range(5, max_attempts + 1, 5))
+    return sorted(ks)
+
+
+@dataclass(frozen=True, slots=True)
+class PassAtK:
+    """One k: mean of per-task values over the eligible tasks (``value`` None when none)."""
+
+    k: int
+    value: float | None
+    eligible_tasks: int
+    stderr: float | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "value": self.value,
+            "eligible_tasks": self.eligible_tasks,
+            "stderr": self.stderr,
+            "ci95": ci95(self.value, self.stderr, clip=True),
+        }
+
+
+def per_task_products(n: np.ndarray, a: np.ndarray, ks: list[int]) -> dict[int, np.ndarray]:
+    """``{k: Π_{j<k} max(a − j, 0) / (n − j)}`` for the tasks with ``n >= k``.
+
+    Tasks come out in the order of a stable sort by decreasing ``n`` (so the eligible tasks of
+    every k are a prefix); the work is ``Σ_t min(n_t, max k)`` multiplications.
+    """
+    n = np.asarray(n, dtype=np.int64)
+    a = np.asarray(a, dtype=np.int64)
+    order = np.argsort(-n, kind="stable")
+    ns, As = n[order].astype(np.float64), a[order].astype(np.float64)
+    wanted = sorted({k for k in ks if k >= 1})
+    out: dict[int, np.ndarray] = {k: np.zeros(0) for k in wanted}
+    if not wanted or not n.size:
+        return out
+    # number of tasks with n > j, for j = 0 .. max k − 1
+    descending = n[order]
+    top = wanted[-1]
+    active = np.searchsorted(-descending, -np.arange(top), side="left")
+    product = np.ones(n.size)
+    for j in range(top):
+        m = int(active[j])
+        if m == 0:
+            break
+        product[:m] *= np.maximum(As[:m] - j, 0.0) / (ns[:m] - j)
+        if j + 1 in out:
+            out[j + 1] = product[:m].copy()
+    return out
+
+
+def _summaries(values: dict[int, np.ndarray], ks: list[int], flip: bool) -> list[PassAtK]:
+    result = []
+    for k in ks:
+        per_task = values.get(k, np.zeros(0))
+        if flip:
+            per_task = 1.0 - per_task
+        m = int(per_task.shape[0])
+        value = float(per_task.mean()) if m else None
+        result.append(PassAtK(k, value, m, clt_stderr(per_task)))
+    return result
+
+
+def pass_at_k(n: np.ndarray, c: np.ndarray, ks: list[int]) -> list[PassAtK]:
+    """pass@k for each k over tasks with ``n`` attempts and ``c`` successes (int arrays [T])."""
+    n = np.asarray(n, dtype=np.int64)
+    return _summaries(per_task_products(n, n - np.asarray(c, dtype=np.int64), ks), ks, True)
+
+
+def pass_hat_k(n: np.ndarray, c: np.ndarray, ks: list[int]) -> list[PassAtK]:
+    """pass^k for each k over tasks with ``n`` attempts and ``c`` successes (int arrays [T])."""
+    return _summaries(per_task_products(n, c, ks), ks, False)

@@ -1,0 +1,61 @@
+"""Standard errors and 95% intervals.
+
+Two estimators, both over task clusters (attempts of one task are correlated, tasks are the
+independent units):
+
+* :func:`cluster_mean_stderr` — the mean of an output pooled over attempts,
+  ``mean = Σ_t S_t / Σ_t M_t`` (``S_t`` sum and ``M_t`` count of measured values of task
+  ``t``). Cluster-robust (CR1-style) sandwich variance of a ratio estimator with ``G`` task
+  clusters that have a measurement::
+
+      r_t = S_t − M_t · mean                    (per-cluster residual sum)
+      Var = G / (G − 1) · Σ_t r_t² / (Σ_t M_t)²
+
+  ``None`` when ``G < 2`` (not estimable). With one attempt per task it reduces to the usual
+  ``s / sqrt(n)`` up to the ``(n − 1)/n`` factor of the sample variance.
+* :func:`clt_stderr` — pass@k and pass^k are means of per-task values ``v_t`` over the ``m``
+  eligible tasks: the CLT standard error ``sd(v, ddof=1) / sqrt(m)`` (``None`` when ``m < 2``).
+
+Intervals are normal: ``estimate ± z₀.₉₇₅ · stderr``; pass@k / pass^k intervals are clipped to
+[0, 1]. Source: Cameron & Miller (2015), "A Practitioner's Guide to Cluster-Robust Inference".
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["Z95", "ci95", "clt_stderr", "cluster_mean_stderr"]
+
+Z95 = 1.959963984540054  # standard normal 0.975 quantile
+
+
+def cluster_mean_stderr(sums: np.ndarray, counts: np.ndarray, mean: float) -> float | None:
+    """Cluster-robust standard error of ``Σ sums / Σ counts``; shapes ``[T]`` each."""
+    used = counts > 0
+    clusters = int(used.sum())
+    if clusters < 2:
+        return None
+    total = float(counts.sum())
+    residual = sums[used] - counts[used] * mean
+    variance = clusters / (clusters - 1) * float(np.dot(residual, residual)) / (total * total)
+    return math.sqrt(variance)
+
+
+def clt_stderr(values: np.ndarray) -> float | None:
+    """``sd(values, ddof=1) / sqrt(len(values))``; ``None`` for fewer than two values."""
+    m = int(values.shape[0])
+    if m < 2:
+        return None
+    return float(np.std(values, ddof=1)) / math.sqrt(m)
+
+
+def ci95(estimate: float | None, stderr: float | None, clip: bool = False) -> list[float] | None:
+    """``[low, high]`` normal 95% interval, ``None`` when either input is ``None``."""
+    if estimate is None or stderr is None:
+        return None
+    low, high = estimate - Z95 * stderr, estimate + Z95 * stderr
+    if clip:
+        low, high = max(low, 0.0), min(high, 1.0)
+    return [low, high]

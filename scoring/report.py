@@ -1,0 +1,272 @@
+"""The result of a rescore (:class:`ScoreReport`) and its JSON form.
+
+JSON schema (``casstore rescore --json``; ``ScoreReport.to_json()``), schema id
+``casstore.rescore/1``. Numbers are JSON numbers; ``null`` means "not estimable" (nothing
+measured, fewer than two clusters), never 0::
+
+    {
+      "schema": "casstore.rescore/1",
+      "reward_key": "reward",            # the primary output (from the trials' metadata)
+      "threshold": 1.0,                  # success: primary >= threshold
+      "ks": [1, 2, 4, 5, 8, 10],
+      "group_by": ["agent", "model", "dataset"],
+      "jobs": ["<job id>", ...],
+      "counts": {                        # every trial exactly once
+        "attempts": 89,                  # all trials, invalid ones included
+        "scored": 68, "partial": 20, "errored": 1, "no_verifier": 0, "invalid": 0
+      },
+      "resolve_rate": 0.4157,            # successes / valid attempts (null if none)
+      "outputs": {                       # primary first, then secondaries (sorted)
+        "<output>": {
+          "mean": 0.4157 | null,         # mean of emitted values; null when none measured
+          "measured": 89,                # attempts that emitted a value
+          "attempts": 89,                # valid attempts expecting the output
+          "coverage": 1.0 | null,        # measured / attempts
+          "stderr": 0.052 | null,        # task-clustered (see scoring._stderr)
+          "ci95": [low, high] | null     # mean ± 1.96 stderr
+        }
+      },
+      "pass_at_k":  {"<k>": {"value": float | null, "eligible_tasks": int,
+                             "stderr": float | null, "ci95": [low, high] | null}},
+      "pass_hat_k": {"<k>": {...same...}},
+      "harbor_metrics": [{"mean": 0.4157303370786517}] | null,   # one dict per --metric
+      "harbor_pass_at_k": {"<evals key>": {"<k>": float}} | null, # Harbor's own (k >= 2)
+      "harbor_evals": {"<evals key>": {"metrics": [...], "pass_at_k": {...}}} | null,
+      "views": {"<name>": {"reducer": "mean", "value": float | null,
+                           "signals": [{"metric": str, "output": str, "value": float|null}]}},
+      "failure_rollup": {
+        "exceptions": {"AgentTimeoutError": 17, ...},  # exception type → trials
+        "failure_codes": {"<code>": n, ...},           # import failure code → trials
+        "errored_attempts": 21                          # partial + errored
+      },
+      "groups": [{"labels": {"agent": ..., "model": ..., "dataset": ...},
+                  "counts": {...}, "resolve_rate": ..., "outputs": {...},
+                  "pass_at_k": {...}, "pass_hat_k": {...}}],
+      "tasks": [{"task": str, "attempts": int, "successes": int, "counts": {...},
+                 "outputs": {"<output>": {"mean", "measured", "attempts", "stderr"}}}],
+      "diagnostic_counts": {"<code>": n},
+      "diagnostics": [{"code": str, "task": str, "trial": str, "output": str | null,
+                       "message": str}]
+    }
+
+Per-task ``stderr`` is the i.i.d. standard error within the task (``null`` below two values).
+Diagnostic codes: ``reward_mapping_invalid``, ``verifier_result_missing``,
+``primary_missing``, ``primary_boolean``, ``primary_nonfinite``, ``secondary_missing``,
+``secondary_boolean``, ``secondary_nonfinite``. Harbor fields are ``null`` in a report built
+from merged partials alone (:func:`scoring.summarize`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scoring._mean import OutputStats, within_task_stderr
+from scoring._partials import Partials
+from scoring._pass_at_k import PassAtK
+from scoring._rules import STATUS_NAMES, Diagnostics
+from scoring.table import RewardTable
+
+__all__ = ["SCHEMA", "Block", "GroupReport", "ScoreReport", "TaskTable"]
+
+SCHEMA = "casstore.rescore/1"
+
+
+def _counts(status: np.ndarray) -> dict[str, int]:
+    totals = status.sum(axis=0) if status.size else np.zeros(len(STATUS_NAMES), np.int64)
+    out = {"attempts": int(totals.sum())}
+    out.update({name: int(totals[i]) for i, name in enumerate(STATUS_NAMES)})
+    return out
+
+
+def _ks_json(values: list[PassAtK]) -> dict[str, Any]:
+    return {str(item.k): item.to_json() for item in values}
+
+
+@dataclass(eq=False)
+class Block:
+    """Aggregates over a set of tasks (the whole run or one group)."""
+
+    counts: dict[str, int]
+    resolve_rate: float | None
+    outputs: dict[str, OutputStats]
+    pass_at_k: list[PassAtK]
+    pass_hat_k: list[PassAtK]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "counts": self.counts,
+            "resolve_rate": self.resolve_rate,
+            "outputs": {name: stats.to_json() for name, stats in self.outputs.items()},
+            "pass_at_k": _ks_json(self.pass_at_k),
+            "pass_hat_k": _ks_json(self.pass_hat_k),
+        }
+
+
+@dataclass(eq=False)
+class GroupReport(Block):
+    """A :class:`Block` for one combination of the ``group_by`` labels."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"labels": self.labels, **super().to_json()}
+
+
+@dataclass(eq=False)
+class TaskTable:
+    """Per-task partial aggregates (``T`` tasks, ``O`` outputs), as arrays.
+
+    ``attempts``/``successes`` int64[T], ``status`` int64[T, 5], ``expected`` bool[T, O],
+    ``measured`` int64[T, O], ``sums``/``sumsq`` float64[T, O].
+    """
+
+    names: list[str]
+    outputs: list[str]
+    attempts: np.ndarray
+    successes: np.ndarray
+    status: np.ndarray
+    expected: np.ndarray
+    measured: np.ndarray
+    sums: np.ndarray
+    sumsq: np.ndarray
+
+    def means(self) -> np.ndarray:
+        """float64[T, O] per-task means (NaN where nothing was measured)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.measured > 0, self.sums / self.measured, np.nan)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        means = self.means().tolist()
+        stderr = (
+            np.stack(
+                [
+                    within_task_stderr(self.measured[:, o], self.sums[:, o], self.sumsq[:, o])
+                    for o in range(len(self.outputs))
+                ],
+                axis=1,
+            ).tolist()
+            if len(self.names)
+            else []
+        )
+        measured = self.measured.tolist()
+        expected = self.expected.tolist()
+        attempts = self.attempts.tolist()
+        status = self.status.tolist()
+        out = []
+        for t, name in enumerate(self.names):
+            outputs = {}
+            for o, output in enumerate(self.outputs):
+                if not expected[t][o]:
+                    continue
+                mean, se = means[t][o], stderr[t][o]
+                outputs[output] = {
+                    "mean": None if math.isnan(mean) else mean,
+                    "measured": measured[t][o],
+                    "attempts": attempts[t],
+                    "stderr": None if math.isnan(se) else se,
+                }
+            counts = {"attempts": sum(status[t])}
+            counts.update({s: status[t][i] for i, s in enumerate(STATUS_NAMES)})
+            out.append(
+                {
+                    "task": name,
+                    "attempts": attempts[t],
+                    "successes": int(self.successes[t]),
+                    "counts": counts,
+                    "outputs": outputs,
+                }
+            )
+        return out
+
+
+@dataclass(eq=False)
+class ScoreReport:
+    """Everything a rescore computes; :meth:`to_json` is the documented schema."""
+
+    reward_key: str
+    threshold: float
+    ks: list[int]
+    group_by: list[str]
+    overall: Block
+    groups: list[GroupReport]
+    tasks: TaskTable
+    partials: Partials
+    jobs: list[str] = field(default_factory=list)
+    harbor_metrics: list[dict[str, Any]] | None = None
+    harbor_pass_at_k: dict[str, dict[int, float]] | None = None
+    harbor_evals: dict[str, dict[str, Any]] | None = None
+    views: dict[str, dict[str, Any]] = field(default_factory=dict)
+    diagnostics: Diagnostics | None = None
+    table: RewardTable | None = None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return self.overall.counts
+
+    @property
+    def outputs(self) -> dict[str, OutputStats]:
+        return self.overall.outputs
+
+    @property
+    def pass_at_k(self) -> list[PassAtK]:
+        return self.overall.pass_at_k
+
+    @property
+    def pass_hat_k(self) -> list[PassAtK]:
+        return self.overall.pass_hat_k
+
+    @property
+    def failure_rollup(self) -> dict[str, Any]:
+        return {
+            "exceptions": dict(self.partials.exceptions),
+            "failure_codes": dict(self.partials.failures),
+            "errored_attempts": self.counts["partial"] + self.counts["errored"],
+        }
+
+    def diagnostic_dicts(self, limit: int | None = None) -> list[dict[str, Any]]:
+        if self.diagnostics is None or self.table is None:
+            return []
+        return self.diagnostics.to_dicts(self.table, limit)
+
+    def to_json(self, diagnostics_limit: int | None = None, tasks: bool = True) -> dict[str, Any]:
+        """The JSON object of the module docstring."""
+        harbor_pass = (
+            None
+            if self.harbor_pass_at_k is None
+            else {
+                key: {str(k): v for k, v in values.items()}
+                for key, values in self.harbor_pass_at_k.items()
+            }
+        )
+        evals = None
+        if self.harbor_evals is not None:
+            evals = {
+                key: {
+                    "metrics": entry["metrics"],
+                    "pass_at_k": {str(k): v for k, v in entry["pass_at_k"].items()},
+                }
+                for key, entry in self.harbor_evals.items()
+            }
+        overall = self.overall.to_json()
+        return {
+            "schema": SCHEMA,
+            "reward_key": self.reward_key,
+            "threshold": self.threshold,
+            "ks": self.ks,
+            "group_by": self.group_by,
+            "jobs": self.jobs,
+            **overall,
+            "harbor_metrics": self.harbor_metrics,
+            "harbor_pass_at_k": harbor_pass,
+            "harbor_evals": evals,
+            "views": self.views,
+            "failure_rollup": self.failure_rollup,
+            "groups": [group.to_json() for group in self.groups],
+            "tasks": self.tasks.to_json() if tasks else [],
+            "diagnostic_counts": self.diagnostics.counts() if self.diagnostics else {},
+            "diagnostics": self.diagnostic_dicts(diagnostics_limit),
+        }

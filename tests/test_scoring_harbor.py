@@ -1,0 +1,164 @@
+"""Harbor parity: our harbor_metrics / harbor_pass_at_k against Harbor 0.20's own functions.
+
+Harbor runs on ``TrialResult`` objects whose ``verifier_result`` went through Harbor's own
+pydantic model (so Booleans and numeric strings are coerced by Harbor itself); comparisons are
+``==`` on floats (bit for bit).
+"""
+
+from __future__ import annotations
+
+import pytest
+from harbor.metrics.max import Max
+from harbor.metrics.mean import Mean
+from harbor.metrics.min import Min
+from harbor.metrics.sum import Sum
+from harbor.models.job.result import JobStats
+from harbor.utils.pass_at_k import compute_pass_at_k_by_evals
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scoring import score
+from tests.scoring_helpers import harbor_rewards, harbor_trials, make_table
+
+HARBOR = {"mean": Mean(), "sum": Sum(), "min": Min(), "max": Max()}
+NAMES = list(HARBOR)
+
+
+def check_parity(rows, reward_key: str = "reward") -> None:
+    report = score(make_table(rows, reward_key), metrics=NAMES)
+    trials = harbor_trials(rows)
+    rewards = harbor_rewards(trials)
+    if rewards:
+        assert report.harbor_metrics == [HARBOR[name].compute(rewards) for name in NAMES]
+    else:
+        assert report.harbor_metrics == []
+    assert report.harbor_pass_at_k == compute_pass_at_k_by_evals(trials)
+    # per evals key, as Harbor's job computes stats.evals[key].metrics
+    groups: dict[str, list] = {}
+    for trial in trials:
+        model = trial.agent_info.model_info.name if trial.agent_info.model_info else None
+        key = JobStats.format_agent_evals_key(trial.agent_info.name, model, trial.source or "adhoc")
+        groups.setdefault(key, []).append(trial)
+    assert report.harbor_evals is not None
+    assert set(report.harbor_evals) == set(groups)
+    for key, members in groups.items():
+        want = [HARBOR[name].compute(harbor_rewards(members)) for name in NAMES]
+        assert report.harbor_evals[key]["metrics"] == want
+
+
+def test_seed_examples() -> None:
+    single = [{"reward": 1}, {"reward": 0}, None, {"reward": 0}]
+    rows = [{"task": f"t{i}", "rewards": r} for i, r in enumerate(single)]
+    assert score(make_table(rows)).harbor_metrics == [{"mean": 0.25}]
+    check_parity(rows)
+    multi = [
+        {"correctness": 1, "style": 0.5},
+        {"correctness": 0, "style": 1},
+        None,
+        {"correctness": 1, "style": 0.5},
+    ]
+    rows = [{"task": f"t{i}", "rewards": r} for i, r in enumerate(multi)]
+    assert score(make_table(rows, "correctness")).harbor_metrics == [
+        {"correctness": 0.5, "style": 0.5}
+    ]
+    check_parity(rows, "correctness")
+    sparse = [{"correctness": 1}, {"style": 1}, {}, None]
+    rows = [{"task": f"t{i}", "rewards": r} for i, r in enumerate(sparse)]
+    assert score(make_table(rows, "correctness")).harbor_metrics == [
+        {"correctness": 0.25, "style": 0.25}
+    ]
+    check_parity(rows, "correctness")
+
+
+def test_invalid_attempts_left_out_as_harbor_does() -> None:
+    rows = [
+        {"task": "a", "rewards": {"reward": 0.1}},
+        {"task": "b", "rewards": "invalid"},
+        {"task": "c", "rewards": {"reward": 0.7}},
+    ]
+    assert score(make_table(rows)).harbor_metrics == [
+        Mean().compute([{"reward": 0.1}, {"reward": 0.7}])
+    ]
+    check_parity(rows)
+
+
+def test_booleans_and_numeric_strings_as_harbor_coerces_them() -> None:
+    rows = [
+        {"task": "a", "rewards": {"reward": True}},
+        {"task": "b", "rewards": {"reward": "0.25"}},
+        {"task": "c", "rewards": {"reward": False}},
+    ]
+    check_parity(rows)
+    assert score(make_table(rows)).harbor_metrics == [{"mean": 1.25 / 3}]
+
+
+def test_pass_at_k_parity_and_its_rules() -> None:
+    rows = []
+    for task, outcomes in {"a": [1, 0, 1, 1], "b": [0, 0, 0, 0], "c": [1, 1, 0, 1, 1]}.items():
+        rows += [{"task": task, "rewards": {"reward": float(o)}} for o in outcomes]
+    rows.append({"task": "b", "rewards": None})  # no verifier: counts as 0
+    report = score(make_table(rows))
+    assert report.harbor_pass_at_k == compute_pass_at_k_by_evals(harbor_trials(rows))
+    assert set(report.harbor_pass_at_k["agent__adhoc"]) == {2, 4}  # k up to the smallest n
+    check_parity(rows)
+    # a value outside {0, 1} or a second key empties Harbor's pass@k for the group
+    check_parity([*rows, {"task": "a", "rewards": {"reward": 0.5}}])
+    assert (
+        score(make_table([*rows, {"task": "a", "rewards": {"reward": 0.5}}])).harbor_pass_at_k == {}
+    )
+    check_parity([*rows, {"task": "a", "rewards": {"reward": 1.0, "x": 1.0}}])
+    check_parity([*rows, {"task": "a", "rewards": {}}])
+
+
+value = st.one_of(
+    st.sampled_from([0.0, 1.0, 0.1, 0.2, 0.3, 1 / 3, 2 / 3, 0.7, 1e-9, 12.5, -0.4]),
+    st.booleans(),
+    st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False),
+)
+rewards = st.one_of(
+    st.none(),
+    st.just("invalid"),
+    st.dictionaries(st.sampled_from(["reward", "style", "fmt"]), value, max_size=3),
+)
+row = st.fixed_dictionaries(
+    {
+        "task": st.sampled_from(["a", "b", "c", "d"]),
+        "rewards": rewards,
+        "agent": st.sampled_from(["x@1", "y@2"]),
+        "model": st.sampled_from(["", "m"]),
+        "dataset": st.sampled_from(["", "ds"]),
+    }
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=st.lists(row, max_size=40))
+def test_metrics_parity_on_random_trials(rows) -> None:
+    check_parity(rows)
+
+
+binary_row = st.fixed_dictionaries(
+    {
+        "task": st.sampled_from(["a", "b", "c"]),
+        "rewards": st.one_of(
+            st.none(),
+            st.fixed_dictionaries({"reward": st.sampled_from([0.0, 1.0, True, False, 0, 1])}),
+        ),
+        "agent": st.sampled_from(["x@1", "y@2"]),
+    }
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=st.lists(binary_row, min_size=1, max_size=60))
+def test_pass_at_k_parity_on_random_binary_trials(rows) -> None:
+    report = score(make_table(rows))
+    assert report.harbor_pass_at_k == compute_pass_at_k_by_evals(harbor_trials(rows))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_integer_rewards_equal_harbor(name: str) -> None:
+    # reward.txt-style 0/1 integers: Harbor keeps ints, the table floats; values are equal
+    rows = [{"task": f"t{i}", "rewards": {"reward": i % 2}} for i in range(7)]
+    report = score(make_table(rows), metrics=[name])
+    assert report.harbor_metrics == [HARBOR[name].compute(harbor_rewards(harbor_trials(rows)))]
