@@ -153,7 +153,7 @@ def discover(path: Path | str, limits: Limits | None = None) -> TaskCollection:
     limits = limits or Limits()
     root = Path(os.path.abspath(path))
     if not root.is_dir():
-        raise UsageError(str(path), "not a directory")
+        raise UsageError(str(path), "not a directory" if root.exists() else "does not exist")
     if (root / "task.toml").exists() or (root / "task.toml").is_symlink():
         return TaskCollection([discover_task(root, limits)])
     tasks: list[DiscoveredTask] = []

@@ -2,7 +2,8 @@
 
 Exit status: 0 ok; 1 a failed check (fsck problems, an archive that fails verification) or a
 store refusal (name exists); 2 bad usage, including an unknown reference
-(:class:`casstore.errors.UnknownReferenceError` has exit code 2: the user typed it).
+(:class:`casstore.errors.UnknownReferenceError` has exit code 2: the user typed it) and a
+missing store: only ``publish`` creates one. Progress bars are drawn only on a terminal.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Literal
 
+import orjson
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from casstore.discovery import discover
 from casstore.errors import UsageError
 from casstore.store import DEFAULT_FILESET, DEFAULT_WORKSPACE, Store
+from casstore.store.core import NO_PROGRESS
 from cli.options import CompressionOption, GlobalOptions, JsonOption
 from cli.output import emit_json, err_console, out_console
 
@@ -41,6 +44,10 @@ class _Bar:
 
 @contextmanager
 def _bar(description: str):
+    """A progress bar on stderr when it is a terminal; otherwise no output at all."""
+    if not err_console.is_terminal:
+        yield NO_PROGRESS
+        return
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -52,9 +59,14 @@ def _bar(description: str):
         yield _Bar(progress, description)
 
 
-def _store(ctx: typer.Context) -> Store:
+def _store(ctx: typer.Context, create: bool = False) -> Store:
+    """The ``--store`` store; an existing one unless ``create`` (UsageError if missing)."""
     options: GlobalOptions = ctx.obj
-    return Store(options.store)
+    return Store(options.store, create=create)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def publish(
@@ -78,7 +90,7 @@ def publish(
     if name is not None and len(tasks) != 1:
         raise UsageError(str(path), "--name needs a single task")
     results = []
-    with _store(ctx) as store, _bar("publish") as bar:
+    with _store(ctx, create=True) as store, _bar("publish") as bar:
         bar.start(len(tasks))
         for task in tasks:
             results.append(
@@ -100,10 +112,11 @@ def publish(
         emit_json([r.to_json() for r in results])
         return
     for r in results:
-        state = "reused" if r.reused else "new"
+        state = "repaired" if r.repaired else "reused" if r.reused else "new"
         out_console.print(f"{state:6} {r.workspace}/{r.name}#{r.revision}  {r.address}")
     if made is not None:
-        out_console.print(f"taskset {made.id}#{made.revision}  {len(made.tasks)} tasks")
+        count = _count(len(made.tasks), "task")
+        out_console.print(f"taskset {made.id}#{made.revision}  {count}")
 
 
 def ls(
@@ -141,7 +154,7 @@ def ls(
         emit_json(rows)
         return
     for row in rows:
-        detail = row.get("id", f"{row.get('tasks')} tasks")
+        detail = row["id"] if "id" in row else _count(row["tasks"], "task")
         out_console.print(f"{row['ref']}#{row['revision']}  {detail}")
 
 
@@ -168,7 +181,17 @@ def show(
         return
     out_console.print(f"{kind} {payload['ref']}#{revision.digest}")
     for key, value in revision.model_dump(exclude={"digest"}).items():
-        out_console.print(f"  {key}: {value}")
+        if key == "tasks":
+            out_console.print(f"  tasks: {len(value)}")
+            for pin in value:
+                out_console.print(f"    {pin['task']}  {pin['revision']}")
+        elif key == "metrics":
+            out_console.print(f"  metrics: {', '.join(value)}")
+        elif key == "views":
+            shown = orjson.dumps(value).decode() if value else "none"
+            out_console.print(f"  views: {shown}")
+        else:
+            out_console.print(f"  {key}: {value}")
 
 
 taskset_app = typer.Typer(help="Create or replace tasksets (pinned task revisions).")
@@ -186,7 +209,7 @@ def _print_taskset(result, json: bool) -> None:
         emit_json({"id": result.id, "revision": result.revision, "tasks": result.tasks})
         return
     state = "reused" if result.reused else "new"
-    out_console.print(f"{state} {result.id}#{result.revision}  {len(result.tasks)} tasks")
+    out_console.print(f"{state} {result.id}#{result.revision}  {_count(len(result.tasks), 'task')}")
 
 
 TasksArgument = Annotated[list[str], typer.Argument(help="Task names or references.")]
@@ -228,7 +251,7 @@ def checkout(
     if json:
         emit_json(result.model_dump())
         return
-    out_console.print(f"ok {len(result.tasks)} tasks → {result.dest}")
+    out_console.print(f"ok {_count(len(result.tasks), 'task')} → {result.dest}")
 
 
 def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
@@ -242,8 +265,9 @@ def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
             out_console.print(f"{problem['kind']}: {problem['ref']}: {problem['message']}")
         for orphan in report.orphans:
             out_console.print(f"orphan (info): {orphan}")
-        status = "ok" if report.ok else f"{len(report.problems)} problem(s)"
-        out_console.print(f"{status}: {report.revisions} revisions, {report.archives} archives")
+        status = "ok" if report.ok else _count(len(report.problems), "problem")
+        counts = f"{_count(report.revisions, 'revision')}, {_count(report.archives, 'archive')}"
+        out_console.print(f"{status}: {counts}")
     if not report.ok:
         raise typer.Exit(1)
 
@@ -252,7 +276,7 @@ def gc(
     ctx: typer.Context,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list.")] = False,
     min_age: Annotated[
-        float, typer.Option("--min-age", help="Spare files younger than this (s).")
+        float, typer.Option("--min-age", min=0, help="Spare files younger than this (s, >= 0).")
     ] = 60.0,
     json: JsonOption = False,
 ) -> None:
@@ -265,7 +289,8 @@ def gc(
     verb = "would remove" if dry_run else "removed"
     for ref in report.removed:
         out_console.print(f"{verb} {ref}")
-    out_console.print(f"{verb} {len(report.removed)} archive(s), {report.freed_bytes} bytes")
+    removed = _count(len(report.removed), "archive")
+    out_console.print(f"{verb} {removed}, {_count(report.freed_bytes, 'byte')}")
 
 
 def register(app: typer.Typer) -> None:

@@ -78,7 +78,7 @@ def test_revision_digest_excludes_created(store: Store, tmp_path: Path) -> None:
 def test_create_refuses_existing_name(store: Store, tmp_path: Path) -> None:
     task = discover(write_task(tmp_path / "src", "a"))[0]
     store.tasks.create("a", task)
-    with pytest.raises(StoreError, match="exists"):
+    with pytest.raises(StoreError, match=r"exists \(publish without --create"):
         store.tasks.create("a", task)
 
 
@@ -150,17 +150,45 @@ def test_existing_archive_is_reverified_not_overwritten(store: Store, tmp_path: 
     assert len(list(store.filesets.archives())) == 1
 
 
-def test_corrupt_existing_archive_is_refused(store: Store, tmp_path: Path) -> None:
+def corrupt(path: Path, offset: int = 40) -> bytes:
+    """Flip one byte of a stored (read-only) archive; return the damaged bytes."""
+    os.chmod(path, 0o644)
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return bytes(data)
+
+
+def test_corrupt_existing_archive_is_repaired(store: Store, tmp_path: Path) -> None:
     task = discover(write_task(tmp_path / "src", "a"))[0]
     first = store.publish(task, "one")
     path = store.filesets.path_of(first.archive_ref)
-    os.chmod(path, 0o644)
-    data = bytearray(path.read_bytes())
-    data[40] ^= 0xFF
-    path.write_bytes(bytes(data))
-    with pytest.raises(StoreError, match="fails verification"):
-        store.publish(task, "two")
-    assert path.read_bytes() == bytes(data)
+    good = path.read_bytes()
+    corrupt(path)
+    # Another name with the same content: the damaged file at the address is replaced.
+    second = store.publish(task, "two")
+    assert second.written and second.repaired and not second.reused
+    assert second.address == first.address and path.read_bytes() == good
+    assert stat.S_IMODE(path.stat().st_mode) == 0o444 and store.fsck().ok
+
+
+def test_reuse_reverifies_and_repairs_the_archive(store: Store, tmp_path: Path) -> None:
+    task = discover(write_task(tmp_path / "src", "a"))[0]
+    first = store.publish(task, prefix="p", fileset="fs")
+    path = store.filesets.path_of(first.archive_ref)
+    good = path.read_bytes()
+    corrupt(path, len(good) // 2)
+    assert not store.fsck().ok
+    # Other options would give another address: the repair keeps the revision's own.
+    again = store.publish(task, compression="zstd")
+    assert again.reused and again.repaired and again.written
+    assert again.revision == first.revision and path.read_bytes() == good
+    assert store.fsck().ok and store.fsck().archives == 1
+    path.unlink()
+    restored = store.publish(task)
+    assert restored.reused and restored.repaired and path.read_bytes() == good
+    plain = store.publish(task)
+    assert plain.reused and not plain.repaired and not plain.written
 
 
 def test_tasksets_pin_revisions(store: Store, tmp_path: Path) -> None:
@@ -173,7 +201,7 @@ def test_tasksets_pin_revisions(store: Store, tmp_path: Path) -> None:
         {"task": "default/a", "revision": ra.revision},
         {"task": "default/b", "revision": rb.revision},
     ]
-    with pytest.raises(StoreError, match="exists"):
+    with pytest.raises(StoreError, match=r"exists \(use taskset replace\)"):
         store.tasksets.create("set", ["a"])
     assert store.tasksets.replace("set", ["a", "b"]).reused
     (a / "instruction.md").write_text("New.\n")
@@ -242,6 +270,23 @@ def test_map_grows_on_demand(tmp_path: Path) -> None:
         assert len(small.tasks.list()) == 60 and len(small.tasksets.list()) == 40
 
 
+def test_open_without_create_needs_a_store(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    with pytest.raises(UsageError, match="no casstore store here") as info:
+        Store(missing, create=False)
+    assert info.value.path == str(missing) and not missing.exists()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UsageError, match="no casstore store here"):
+        Store(tmp_path / "empty", create=False)
+    assert os.listdir(tmp_path / "empty") == []
+    with pytest.raises(UsageError):
+        Store("")
+    with Store(tmp_path / "s") as created:
+        created.publish(discover(write_task(tmp_path / "src", "a"))[0])
+    with Store(tmp_path / "s", create=False) as opened:
+        assert [r.name for r, _ in opened.tasks.list()] == ["a"]
+
+
 def test_schema_version_checked(tmp_path: Path) -> None:
     with Store(tmp_path / "s") as opened:
         opened.index.write(lambda txn: txn.put("meta", "schema", 99))
@@ -283,15 +328,31 @@ def test_corrupt_archive_fsck_and_checkout(store: Store, tmp_path: Path) -> None
     assert not report.ok and len(report.problems) == 1
     problem = report.problems[0]
     assert problem["kind"] == "corrupt_archive" and problem["path"] == str(path)
-    with pytest.raises(DigestMismatchError):
+    with pytest.raises(DigestMismatchError) as info:
         store.checkout("a", tmp_path / "out")
+    assert info.value.path == str(path) and str(info.value).startswith(f"{path}: ")
+    assert problem["message"].startswith(f"{path}: ")
     assert not (tmp_path / "out").exists()
     assert [p for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
     path.unlink()
     report = store.fsck()
     assert [p["kind"] for p in report.problems] == ["missing_archive"]
-    with pytest.raises(StoreError, match="missing"):
+    with pytest.raises(StoreError, match="missing") as missing:
         store.checkout("a", tmp_path / "out")
+    assert missing.value.path == str(path)
+
+
+def test_entry_level_errors_name_the_archive(store: Store, tmp_path: Path) -> None:
+    result = store.publish(discover(write_task(tmp_path / "src", "a"))[0], compression="none")
+    path = store.filesets.path_of(result.archive_ref)
+    corrupt(path, 512 + 100)  # the second header: an error about one entry
+    with pytest.raises(CheckError) as info:
+        store.checkout("a", tmp_path / "out")
+    message = str(info.value)
+    assert info.value.path == str(path) and message.startswith(f"{path}: a/")
+    assert "checksum" in message and "\n" not in message
+    [problem] = store.fsck().problems
+    assert problem["message"] == message
 
 
 def test_fsck_dangling_and_gc(store: Store, tmp_path: Path) -> None:
@@ -310,6 +371,9 @@ def test_fsck_dangling_and_gc(store: Store, tmp_path: Path) -> None:
     assert store.gc(dry_run=True, min_age=0).removed == [orphan.archive_ref]
     assert store.filesets.path_of(orphan.archive_ref).exists()
     assert store.gc(min_age=3600).removed == []
+    for bad in (-5, float("nan")):
+        with pytest.raises(UsageError):
+            store.gc(dry_run=True, min_age=bad)
     done = store.gc(min_age=0)
     assert done.removed == [orphan.archive_ref] and done.freed_bytes > 0
     assert not store.filesets.path_of(orphan.archive_ref).exists()

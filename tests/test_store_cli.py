@@ -15,13 +15,21 @@ from tests.test_discovery import FIXTURES, write_task
 
 def call(capsys: pytest.CaptureFixture[str], store: Path, *argv: str) -> tuple[int, object]:
     """Run the CLI with ``--store store``; return (exit status, parsed JSON or stdout text)."""
+    code, out, _ = call_err(capsys, store, *argv)
+    return code, out
+
+
+def call_err(
+    capsys: pytest.CaptureFixture[str], store: Path | str, *argv: str
+) -> tuple[int, object, str]:
+    """Like :func:`call`, plus the exact stderr text."""
     capsys.readouterr()
     code = run(["--store", str(store), *argv])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
     try:
-        return code, json.loads(out)
+        return code, json.loads(captured.out), captured.err
     except ValueError:
-        return code, out
+        return code, captured.out, captured.err
 
 
 def test_publish_json_reuse_and_taskset(tmp_path: Path, capsys) -> None:
@@ -39,6 +47,7 @@ def test_publish_json_reuse_and_taskset(tmp_path: Path, capsys) -> None:
         "archive_ref",
         "content_digest",
         "reused",
+        "repaired",
     }
     assert items[1]["id"] == "org/b" and not any(i["reused"] for i in items)
     assert [i["content_digest"] for i in items] == [t.content_digest for t in discover(source)]
@@ -80,15 +89,25 @@ def test_publish_options_and_usage_errors(tmp_path: Path, capsys) -> None:
         "--json",
     )
     assert code == 0 and items[0]["archive_ref"].startswith("w/f#p/a/")
-    code, _ = call(
+    code, _, err = call_err(
         capsys, store, "publish", str(source / "a"), "--name", "x", "-w", "w", "--create"
     )
     assert code == 1
+    assert err == (
+        "casstore: w/x: a task of that name exists (publish without --create to add a revision)\n"
+    )
     assert call(capsys, store, "publish", str(source / "a"), "--name", "bad/name")[0] == 2
     assert call(capsys, store, "show", "missing")[0] == 2
     assert call(capsys, store, "checkout", "missing", str(tmp_path / "o"))[0] == 2
     assert call(capsys, store, "taskset", "create", "s", "nope")[0] == 2
-    assert call(capsys, store, "publish", str(tmp_path / "nothing"))[0] == 2
+    missing, plain = tmp_path / "nothing", tmp_path / "file"
+    plain.write_text("x")
+    code, _, err = call_err(capsys, store, "publish", str(missing))
+    assert code == 2 and err == f"casstore: {missing}: does not exist\n"
+    code, _, err = call_err(capsys, store, "publish", str(plain))
+    assert code == 2 and err == f"casstore: {plain}: not a directory\n"
+    code, _, err = call_err(capsys, store, "gc", "--min-age", "-5")
+    assert code == 2 and err.startswith("casstore: ") and err.count("\n") == 1
 
 
 def test_taskset_commands(tmp_path: Path, capsys) -> None:
@@ -99,7 +118,9 @@ def test_taskset_commands(tmp_path: Path, capsys) -> None:
     code, made = call(capsys, store, "taskset", "create", "s", "a", "--json")
     assert code == 0 and made["id"] == "default/s"
     assert made["tasks"] == [{"task": "default/a", "revision": items[0]["revision"]}]
-    assert call(capsys, store, "taskset", "create", "s", "a")[0] == 1
+    code, _, err = call_err(capsys, store, "taskset", "create", "s", "a")
+    assert code == 1
+    assert err == "casstore: default/s: a taskset of that name exists (use taskset replace)\n"
     code, again = call(capsys, store, "taskset", "replace", "s", "a", "--json")
     assert code == 0 and again["revision"] == made["revision"]
 
@@ -126,9 +147,105 @@ def test_checkout_fsck_gc_and_corruption(tmp_path: Path, capsys) -> None:
     assert code == 1 and not report["ok"]
     assert [p["path"] for p in report["problems"]] == [str(archive)]
     code, text = call(capsys, store, "fsck")
-    assert code == 1 and items[0]["archive_ref"] in text
-    assert call(capsys, store, "checkout", "s", str(tmp_path / "out2"))[0] == 1
+    assert code == 1 and items[0]["archive_ref"] in text and f": {archive}: " in text
+    assert text.endswith("1 problem: 2 revisions, 2 archives\n")
+    code, _, err = call_err(capsys, store, "checkout", "s", str(tmp_path / "out2"))
+    assert code == 1 and err.startswith(f"casstore: {archive}: ") and err.count("\n") == 1
     assert not (tmp_path / "out2").exists()
+    # Publishing the same task again repairs the damaged archive; fsck is clean again.
+    code, again = call(capsys, store, "publish", str(source / "a"), "--json")
+    assert code == 0 and again[0]["reused"] and again[0]["repaired"]
+    assert call(capsys, store, "fsck")[0] == 0
+    code, text = call(capsys, store, "publish", str(source / "a"))
+    assert code == 0 and text.startswith("reused default/a#")
+
+
+READ_ONLY = [
+    ["ls", "tasks"],
+    ["ls", "tasksets"],
+    ["show", "a"],
+    ["checkout", "a", "OUT"],
+    ["fsck"],
+    ["gc"],
+    ["taskset", "create", "s", "a"],
+    ["taskset", "replace", "s", "a"],
+]
+
+
+@pytest.mark.parametrize("argv", READ_ONLY, ids=lambda argv: " ".join(argv[:2]))
+def test_read_only_commands_never_create_a_store(tmp_path: Path, capsys, argv) -> None:
+    store = tmp_path / "nowhere"
+    argv = [str(tmp_path / "o") if arg == "OUT" else arg for arg in argv]
+    code, out, err = call_err(capsys, store, *argv)
+    assert code == 2 and out == ""
+    hint = "(publish something first, or pass --store DIR)"
+    assert err == f"casstore: {store}: no casstore store here {hint}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_empty_store_option_is_a_usage_error(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = call_err(capsys, "", "ls", "tasks")
+    assert code == 2 and err.startswith("casstore: ") and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stderr_is_silent_on_success_and_one_line_on_failure(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE"):  # rich would treat stderr as a terminal
+        monkeypatch.delenv(name, raising=False)
+    source = tmp_path / "src"
+    write_task(source, "a")
+    store = tmp_path / "store"
+    for argv in (
+        ["publish", str(source), "--taskset", "s"],
+        ["checkout", "s", str(tmp_path / "out")],
+        ["fsck"],
+        ["gc", "--dry-run"],
+        ["ls", "tasks"],
+    ):
+        capsys.readouterr()
+        assert run(["--store", str(store), *argv]) == 0
+        assert capsys.readouterr().err == "", argv
+    for argv in (
+        ["publish", str(source), "--create"],
+        ["checkout", "s", str(tmp_path / "out")],
+        ["publish", str(tmp_path / "missing")],
+    ):
+        capsys.readouterr()
+        assert run(["--store", str(store), *argv]) in (1, 2)
+        err = capsys.readouterr().err
+        assert err.startswith("casstore: ") and err.count("\n") == 1, (argv, err)
+    corrupted = next((store / "filesets").rglob("task_archive"))
+    os.chmod(corrupted, 0o644)
+    corrupted.write_bytes(corrupted.read_bytes()[:-20])
+    capsys.readouterr()
+    assert run(["--store", str(store), "fsck"]) == 1
+    assert capsys.readouterr().err == ""
+    assert run(["--store", str(store), "checkout", "s", str(tmp_path / "out2")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"casstore: {corrupted}: ") and err.count("\n") == 1
+
+
+def test_show_and_counts_are_readable(tmp_path: Path, capsys) -> None:
+    source = tmp_path / "src"
+    write_task(source, "a", metadata='reward_keys = ["speed"]')
+    store = tmp_path / "store"
+    code, text = call(capsys, store, "publish", str(source), "--taskset", "one")
+    assert code == 0 and text.splitlines()[-1].endswith("  1 task")
+    _, items = call(capsys, store, "ls", "tasks", "--json")
+    code, text = call(capsys, store, "show", "one")
+    lines = text.splitlines()
+    assert code == 0 and "  tasks: 1" in lines
+    assert f"    default/a  {items[0]['revision']}" in lines
+    assert not any("[" in line or "{" in line for line in lines)
+    code, text = call(capsys, store, "show", "a")
+    assert "  metrics: reward, speed" in text.splitlines()
+    assert "  views: none" in text.splitlines()
+    assert call(capsys, store, "ls", "tasksets")[1].endswith("  1 task\n")
+    assert call(capsys, store, "checkout", "one", str(tmp_path / "o"))[1].startswith("ok 1 task ")
+    assert call(capsys, store, "fsck")[1] == "ok: 1 revision, 1 archive\n"
 
 
 @pytest.mark.realdata

@@ -16,8 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from casstore.errors import DigestMismatchError, StoreError, TaskFormatError, UsageError
+from casstore.errors import (
+    CheckError,
+    DigestMismatchError,
+    StoreError,
+    TaskFormatError,
+    UsageError,
+)
 from casstore.read import extract_archive
+from casstore.store.fileset import in_archive
 
 if TYPE_CHECKING:
     from casstore.store.core import Progress, Store
@@ -71,11 +78,18 @@ def checkout(store: Store, ref: str, dest: Path, progress: Progress) -> Checkout
         for position, (task, revision) in enumerate(items):
             path = archive_path(store, revision)
             if not path.is_file():
-                raise StoreError(revision.archive_ref, "archive missing")
+                raise StoreError(str(path), f"archive missing ({revision.archive_ref})")
             scratch = staging / f".extract-{position}"
-            result = extract_archive(path, scratch, revision.address)
+            try:
+                result = extract_archive(path, scratch, revision.address)
+            except CheckError as error:
+                in_archive(error, path)
+                raise
             if str(result.content_digest) != revision.content_digest:
-                raise DigestMismatchError(revision.archive_ref, "content digest differs")
+                raise DigestMismatchError(
+                    str(path),
+                    f"content digest {result.content_digest} != {revision.content_digest}",
+                )
             target = staging / revision.dir_name
             os.rename(scratch / result.top, target)
             scratch.rmdir()

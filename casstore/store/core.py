@@ -1,6 +1,7 @@
 """The store: an LMDB index plus filesets, with tasks, tasksets and publication (SPEC §4).
 
-``Store(root)`` opens (creating if needed) ``root/index`` and ``root/filesets``. Task names
+``Store(root)`` opens (creating if needed; ``create=False``: an existing store only)
+``root/index`` and ``root/filesets``. Task names
 and taskset names live in a workspace (default ``default``); their references are
 ``workspace/name`` (latest revision) or ``workspace/name#sha256:<hex>`` (one revision).
 """
@@ -77,7 +78,9 @@ class PreparedTask(BaseModel):
 class PublishResult(BaseModel):
     """One published task: ``workspace``, ``name``, native ``id``, ``revision`` (digest),
     ``address``, ``archive_ref``, ``content_digest``, ``reused`` (the existing revision was
-    returned) and ``written`` (this call wrote the archive file)."""
+    returned), ``written`` (this call wrote the archive file) and ``repaired`` (the archive
+    file at the address was missing or failed verification, and this call wrote verified
+    bytes there)."""
 
     workspace: str
     name: str
@@ -88,13 +91,23 @@ class PublishResult(BaseModel):
     content_digest: str
     reused: bool
     written: bool = False
+    repaired: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The ``casstore publish --json`` item."""
         return self.model_dump(include=set(_PUBLISH_KEYS))
 
 
-_PUBLISH_KEYS = ("name", "id", "revision", "address", "archive_ref", "content_digest", "reused")
+_PUBLISH_KEYS = (
+    "name",
+    "id",
+    "revision",
+    "address",
+    "archive_ref",
+    "content_digest",
+    "reused",
+    "repaired",
+)
 
 
 class TasksetResult(BaseModel):
@@ -107,20 +120,43 @@ class TasksetResult(BaseModel):
     reused: bool
 
 
+NAME_EXISTS = "a task of that name exists (publish without --create to add a revision)"
+NO_STORE = "no casstore store here (publish something first, or pass --store DIR)"
+
+
+def is_store(root: Path) -> bool:
+    """True when ``root`` holds a store's index (what ``Store(root, create=False)`` opens)."""
+    return (root / "index" / "data.mdb").is_file()
+
+
 class Store:
     """A store directory (see the module docstring). Use as a context manager.
+
+    ``create=False`` opens an existing store only: :class:`UsageError` (naming ``root``) when
+    ``root`` holds no index, and nothing is created. Read-only commands open stores that way;
+    only publication creates one.
 
     ``tasks`` and ``tasksets`` give ``create``/``replace``/``get``/``list``; ``publish`` and
     ``retry`` write archives; ``checkout``, ``fsck`` and ``gc`` are in their own modules and
     exposed here as methods.
     """
 
-    def __init__(self, root: Path | str = ".casstore", map_size: int = DEFAULT_MAP_SIZE):
+    def __init__(
+        self,
+        root: Path | str = ".casstore",
+        map_size: int = DEFAULT_MAP_SIZE,
+        *,
+        create: bool = True,
+    ):
+        if str(root) == "":
+            raise UsageError('""', "no store directory given (pass --store DIR)")
         self.root = Path(root)
         if self.root.exists() and not self.root.is_dir():
             raise UsageError(str(root), "the store is not a directory")
+        if not create and not is_store(self.root):
+            raise UsageError(str(root), NO_STORE)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.index = Index(self.root / "index", map_size)
+        self.index = Index(self.root / "index", map_size, create=create)
         self.filesets = Filesets(self.root / "filesets")
         self.tasks = Tasks(self)
         self.tasksets = Tasksets(self)
@@ -152,7 +188,10 @@ class Store:
         """Publish one discovered task under ``name`` (default: native id with ``/`` → ``-``).
 
         If the name's latest revision has the same content digest and scoring definition
-        (metrics, views) it is returned with ``reused=True`` and nothing is written. Otherwise
+        (metrics, views) and its archive file passes verification (address, structure, content
+        digest) it is returned with ``reused=True`` and nothing is written; if the file is
+        missing or damaged, the task is re-packed and the file repaired (``repaired=True``:
+        the address guarantees the new bytes are the right ones). Otherwise
         the task is re-scanned and re-packed; SourceChangedError (naming the directory) when
         its content digest differs from the discovered one; the archive is stored, read back
         and verified; then registered in one write transaction. ``create=True``: StoreError
@@ -165,15 +204,33 @@ class Store:
         limits = limits or Limits()
         key = f"{workspace}/{name}"
         existing = self.index.read(lambda txn: _latest_revision(txn, key))
+        damaged, archive_workspace = False, workspace
         if existing is not None:
             if create:
-                raise StoreError(key, "a task of that name exists (use replace)")
-            if _same_task(existing, task) and self.filesets.path_of(existing.archive_ref).exists():
-                return _result(workspace, name, existing, reused=True)
+                raise StoreError(key, NAME_EXISTS)
+            if _same_task(existing, task):
+                if self.filesets.intact(existing, limits):
+                    return _result(workspace, name, existing, reused=True)
+                # Repair in place: the same location and compression give the same address.
+                damaged = True
+                at = ArchiveRef.parse(existing.archive_ref)
+                archive_workspace, fileset, prefix = at.workspace, at.fileset, at.prefix
+                compression = existing.compression
         tree = scan_tree(task.source_dir, limits)
         pack, stored = self.filesets.store(
-            tree, workspace, fileset, prefix, compression, limits, task.content_digest
+            tree,
+            archive_workspace,
+            fileset,
+            prefix,
+            compression,
+            limits,
+            task.content_digest,
         )
+        if damaged and existing is not None and str(pack.address) != existing.address:
+            raise StoreError(
+                existing.archive_ref,
+                f"the archive is damaged and re-packing gave another address ({pack.address})",
+            )
         revision = TaskRevision(
             native_id=tree.layout.native_id,
             dir_name=tree.top,
@@ -195,7 +252,8 @@ class Store:
             source_dir=str(task.source_dir),
         )
         result = self.retry(prepared)
-        return result.model_copy(update={"written": stored.written})
+        repaired = stored.repaired or (damaged and stored.written)
+        return result.model_copy(update={"written": stored.written, "repaired": repaired})
 
     def retry(self, prepared: PreparedTask) -> PublishResult:
         """Register a prepared task (its archive already stored) in one write transaction.
@@ -220,7 +278,7 @@ class Store:
         record = NamedRecord.model_validate(raw) if raw else None
         if record is not None:
             if prepared.create:
-                raise StoreError(key, "a task of that name exists (use replace)")
+                raise StoreError(key, NAME_EXISTS)
             latest = TaskRevision.model_validate(txn.get("revisions", record.latest))
             if latest.content_digest == revision.content_digest and latest.same_scoring(
                 revision.metrics, revision.views
@@ -374,7 +432,7 @@ class Tasksets:
             record = NamedRecord.model_validate(raw) if raw else None
             if record is not None:
                 if create:
-                    raise StoreError(key, "a taskset of that name exists (use replace)")
+                    raise StoreError(key, "a taskset of that name exists (use taskset replace)")
                 if record.latest == revision.digest:
                     return TasksetResult(id=key, revision=revision.digest, tasks=pins, reused=True)
             if txn.get("taskset_revisions", revision.digest) is None:

@@ -3,8 +3,9 @@
 An archive lives at ``<store>/filesets/<workspace>/<fileset>/<prefix>/<task dir name>/<sha256
 hex>/task_archive`` and is referenced as ``workspace/fileset#<prefix>/<dir>/<hex>/task_archive``.
 A write goes to a temporary file in the task's directory, is fsync-ed, then hard-linked to its
-address (never overwriting: an existing file there is re-verified instead) and the directory
-fsync-ed; the bytes are then read back and verified (hash and structure).
+address and the directory fsync-ed; the bytes are then read back and verified (hash and
+structure). An existing file at the address is re-verified and kept; only one that fails
+verification is replaced (renamed over) by the new, verified bytes: a repair.
 """
 
 from __future__ import annotations
@@ -25,8 +26,16 @@ from casstore.pack import PackResult, write_archive
 from casstore.read import VerifyResult, verify_archive
 from casstore.scan import SourceTree
 from casstore.store.index import fsync_dir
+from casstore.store.records import TaskRevision
 
-__all__ = ["ARCHIVE_NAME", "TEMP_PREFIX", "ArchiveRef", "Filesets", "StoredArchive"]
+__all__ = [
+    "ARCHIVE_NAME",
+    "TEMP_PREFIX",
+    "ArchiveRef",
+    "Filesets",
+    "StoredArchive",
+    "in_archive",
+]
 
 ARCHIVE_NAME = "task_archive"
 TEMP_PREFIX = ".tmp-"
@@ -56,19 +65,38 @@ class ArchiveRef:
             raise UsageError(text, "unsafe or malformed archive path")
         return cls(workspace, fileset, relative)
 
+    @property
+    def prefix(self) -> str:
+        """The fileset path prefix (``""`` or ``a/b``): ``relative`` before ``<dir>/<hex>/...``."""
+        return "/".join(self.relative.split("/")[:-3])
+
     def __str__(self) -> str:
         return f"{self.workspace}/{self.fileset}#{self.relative}"
 
 
 @dataclass(frozen=True, slots=True)
 class StoredArchive:
-    """An archive at its address: ``ref``, ``path``, the read-back ``verified`` result and
-    whether this call ``written`` the file (False: it already existed and was re-verified)."""
+    """An archive at its address: ``ref``, ``path``, the read-back ``verified`` result,
+    whether this call ``written`` the file (False: it already existed and was re-verified) and
+    whether it ``repaired`` it (an existing file failed verification and was replaced)."""
 
     ref: ArchiveRef
     path: Path
     verified: VerifyResult
     written: bool
+    repaired: bool = False
+
+
+def in_archive(error: CheckError, archive: Path) -> CheckError:
+    """Make ``error`` (raised reading the file ``archive``) name it: ``<archive>: <rule>``,
+    where an entry it named moves into the rule (``<archive>: <entry>: <rule>``). Returns
+    ``error``, changed in place (its class, hence kind and exit code, are kept)."""
+    where = str(archive)
+    if error.path != where:
+        rule = f"{error.path}: {error.rule}" if error.path else error.rule
+        error.path, error.rule = where, rule
+        error.args = (f"{where}: {rule}",)
+    return error
 
 
 def check_prefix(prefix: str) -> str:
@@ -104,7 +132,11 @@ class Filesets:
         """Pack the scanned ``tree`` into its fileset; return the pack result and the stored,
         read-back verified archive. Raises the packing check errors; SourceChangedError
         (nothing stored) when the content digest is not ``expect_content``; StoreError when the
-        file at the address fails verification (it is never overwritten)."""
+        file at the address fails verification after the write.
+
+        A file already at the address is re-verified and kept when intact; when it fails
+        verification it is replaced (atomically, by rename) with the new bytes, which were
+        verified first: the address guarantees they are the right ones (a repair)."""
         prefix = check_prefix(prefix)
         task_dir = self.root / workspace / fileset / prefix / tree.top
         task_dir.mkdir(parents=True, exist_ok=True)
@@ -125,11 +157,15 @@ class Filesets:
             ref = ArchiveRef(workspace, fileset, relative)
             final = self.path_of(ref)
             final.parent.mkdir(exist_ok=True)
-            written = True
+            written, repaired = True, False
             try:
                 os.link(temporary, final)
             except FileExistsError:
                 written = False
+                if not self._verifies(final, result, limits):
+                    verify_archive(Path(temporary), result.address, limits)
+                    os.replace(temporary, final)
+                    written = repaired = True
             fsync_dir(final.parent)
         finally:
             Path(temporary).unlink(missing_ok=True)
@@ -141,7 +177,25 @@ class Filesets:
             ) from error
         if verified.content_digest != result.content_digest:
             raise StoreError(str(final), "the stored archive holds different content")
-        return result, StoredArchive(ref, final, verified, written)
+        return result, StoredArchive(ref, final, verified, written, repaired)
+
+    def intact(self, revision: TaskRevision, limits: Limits) -> bool:
+        """True when ``revision``'s archive file exists and passes verification (address,
+        structure, content digest)."""
+        path = self.path_of(revision.archive_ref)
+        try:
+            verified = verify_archive(path, revision.address, limits)
+        except (CheckError, UsageError, OSError):
+            return False
+        return str(verified.content_digest) == revision.content_digest
+
+    @staticmethod
+    def _verifies(path: Path, result: PackResult, limits: Limits) -> bool:
+        try:
+            verified = verify_archive(path, result.address, limits)
+        except (CheckError, UsageError, OSError):
+            return False
+        return verified.content_digest == result.content_digest
 
     def archives(self) -> Iterator[tuple[str, Path]]:
         """Every ``(archive reference, path)`` on disk, sorted."""

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from casstore.errors import CheckError
+from casstore.errors import CheckError, UsageError
 from casstore.read import verify_archive
+from casstore.store.fileset import in_archive
 from casstore.store.index import Txn
 from casstore.store.records import NamedRecord, TaskRevision, TasksetRevision
 
@@ -110,9 +111,9 @@ def _check_archive(path: Path, revision: TaskRevision) -> str | None:
     try:
         result = verify_archive(path, revision.address)
     except CheckError as error:
-        return str(error)
+        return str(in_archive(error, path))
     if str(result.content_digest) != revision.content_digest:
-        return f"content digest {result.content_digest} != {revision.content_digest}"
+        return f"{path}: content digest {result.content_digest} != {revision.content_digest}"
     return None
 
 
@@ -122,6 +123,8 @@ def gc(store: Store, dry_run: bool, min_age: float) -> GcReport:
     holding the index's write lock, so no registration interleaves; ``dry_run`` only lists."""
     import time
 
+    if not min_age >= 0:
+        raise UsageError(str(min_age), "the minimum age must be a number of seconds >= 0")
     cutoff = time.time() - min_age
 
     def body(txn: Txn) -> GcReport:

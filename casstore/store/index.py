@@ -78,12 +78,13 @@ class Txn:
 class Index:
     """The LMDB environment of a store (see the module docstring). Use as a context manager.
 
-    Raises :class:`StoreError` when the environment cannot be opened or its schema version is
-    not :data:`SCHEMA_VERSION`.
+    Raises :class:`StoreError` when the environment cannot be opened (``create=False``: also
+    when it does not exist) or its schema version is not :data:`SCHEMA_VERSION`.
     """
 
-    def __init__(self, path: Path, map_size: int = DEFAULT_MAP_SIZE) -> None:
-        path.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: Path, map_size: int = DEFAULT_MAP_SIZE, create: bool = True) -> None:
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
         try:
             self.env = lmdb.open(
                 str(path),
@@ -92,6 +93,7 @@ class Index:
                 lock=True,
                 subdir=True,
                 readahead=False,
+                create=create,
             )
         except lmdb.Error as error:
             raise StoreError(str(path), f"cannot open the index: {error}") from error
