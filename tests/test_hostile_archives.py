@@ -852,9 +852,7 @@ CASES: list[Case] = [
     # --- truncation ---------------------------------------------------------------------
     Case("truncated-file-data", truncated_data, CorruptArchiveError, "task/zz", "truncated"),
     Case("truncated-header", truncated_header, CorruptArchiveError, None, "header expected"),
-    Case(
-        "missing-end-blocks", missing_end_blocks, CorruptArchiveError, None, "header expected"
-    ),
+    Case("missing-end-blocks", missing_end_blocks, CorruptArchiveError, None, "header expected"),
     Case("truncated-gzip", truncated("gzip", 0.6), CorruptArchiveError, None, "truncated"),
     Case("truncated-zstd", truncated("zstd", 0.6), CorruptArchiveError, None, "zstd"),
     # --- checksums and compression ------------------------------------------------------
