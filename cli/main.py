@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click.exceptions import ClickException
 
 from casstore.errors import CasstoreError, CheckError, UsageError
-from cli import archive, demo, store
+from cli import archive, demo, jobs, rescore, store
 from cli.options import GlobalOptions
 from cli.output import emit_json, fail
 from cli.verifier import verifier_app
@@ -38,20 +38,24 @@ app = typer.Typer(
 def _global_options(
     ctx: typer.Context,
     store: Annotated[
-        Path,
+        str,
         typer.Option(
             "--store",
             envvar="CASSTORE_HOME",
             help="Store directory (default ./.casstore; env CASSTORE_HOME).",
         ),
-    ] = Path(".casstore"),
+    ] = ".casstore",
 ) -> None:
     """Content-addressed archive store and metrics engine for Harbor task suites."""
-    ctx.obj = GlobalOptions(store=store)
+    if not store.strip():
+        raise UsageError(None, "--store (or CASSTORE_HOME) must name a directory, not ''")
+    ctx.obj = GlobalOptions(store=Path(store))
 
 
 archive.register(app)
 store.register(app)
+jobs.register(app)
+rescore.register(app)
 demo.register(app)
 app.add_typer(verifier_app, name="verifier")
 

@@ -132,3 +132,12 @@ def test_json_failures_are_json_too(command, task, tmp_path, capsys):
     assert report["error"]["kind"] == {"extract": "corrupt", "pack": "usage"}[command]
     assert code == {"extract": 1, "pack": 2}[command]
     assert err == f"casstore: {report['error']['message']}\n"
+
+
+def test_empty_store_option_is_bad_usage_and_creates_nothing(task, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, _, err = call(capsys, "--store", "", "publish", str(task))
+    assert code == 2
+    assert err == "casstore: --store (or CASSTORE_HOME) must name a directory, not ''\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
