@@ -17,7 +17,8 @@ Hierarchy::
     │   ├── CorruptArchiveError  bad checksum, truncated data, bad compression, trailing garbage
     │   ├── DigestMismatchError  the bytes do not hash to the expected address
     │   ├── SourceChangedError   the source tree changed while it was being packed
-    │   └── TaskFormatError      not a Harbor task: task.toml, instruction.md or steps rules
+    │   ├── TaskFormatError      not a Harbor task: task.toml, instruction.md or steps rules
+    │   └── RewardKeyError       saved trials lack or disagree on their primary reward key
     └── StoreError               the store's index or filesets refuse an operation
         ├── UnknownReferenceError  no task/taskset/revision by that reference; CLI exit 2
         └── PublicationError       failed after the archive was stored; carries ``prepared``
@@ -34,6 +35,7 @@ __all__ = [
     "LimitError",
     "NotCanonicalError",
     "PublicationError",
+    "RewardKeyError",
     "SourceChangedError",
     "StoreError",
     "SymlinkError",
@@ -138,6 +140,13 @@ class TaskFormatError(CheckError):
     """The tree is not a Harbor task (task.toml, instruction.md, steps rules)."""
 
     kind = "task_format"
+
+
+class RewardKeyError(CheckError):
+    """Saved trials lack ``metadata["harbor_primary_reward_key"]`` or disagree on it (the
+    message says how to rebuild the file from its job directory)."""
+
+    kind = "reward_key"
 
 
 class StoreError(CasstoreError):

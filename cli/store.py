@@ -121,13 +121,19 @@ def publish(
 
 def ls(
     ctx: typer.Context,
-    what: Annotated[Literal["tasks", "tasksets"], typer.Argument(help="tasks or tasksets")],
+    what: Annotated[
+        Literal["tasks", "tasksets", "jobs"], typer.Argument(help="tasks, tasksets or jobs")
+    ],
     workspace: Annotated[
         str | None, typer.Option("--workspace", "-w", help="Only this workspace.")
     ] = None,
     json: JsonOption = False,
 ) -> None:
-    """List tasks or tasksets with their latest revision."""
+    """List tasks or tasksets with their latest revision, or imported Harbor jobs."""
+    if what == "jobs":
+        from cli.jobs import ls_jobs
+
+        return ls_jobs(ctx.obj, json)
     with _store(ctx) as store:
         if what == "tasks":
             rows = [

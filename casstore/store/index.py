@@ -2,7 +2,10 @@
 
 Databases (keys UTF-8, values msgpack): ``meta`` (``schema`` → version), ``tasks``
 (``workspace/name`` → task record), ``revisions`` (revision digest → revision record),
-``tasksets`` (``workspace/name`` → taskset record), ``taskset_revisions`` (digest → record).
+``tasksets`` (``workspace/name`` → taskset record), ``taskset_revisions`` (digest → record);
+imported Harbor jobs (:mod:`casstore.trials.store`): ``jobs``, ``trials``, ``reward_tables``,
+``evidence``, ``zstd_dicts``. New databases are created on open: older stores stay valid and
+the schema version is unchanged.
 
 One writer at a time across processes (LMDB's lock), any number of readers. Every
 read-modify-write runs inside ONE write transaction (:meth:`Index.write`); the map doubles on
@@ -24,7 +27,18 @@ from casstore.errors import StoreError
 __all__ = ["DATABASES", "SCHEMA_VERSION", "Index", "Txn", "fsync_dir", "pack", "unpack"]
 
 SCHEMA_VERSION = 1
-DATABASES = ("meta", "tasks", "revisions", "tasksets", "taskset_revisions")
+DATABASES = (
+    "meta",
+    "tasks",
+    "revisions",
+    "tasksets",
+    "taskset_revisions",
+    "jobs",
+    "trials",
+    "reward_tables",
+    "evidence",
+    "zstd_dicts",
+)
 DEFAULT_MAP_SIZE = 32 << 20
 T = TypeVar("T")
 

@@ -1,0 +1,68 @@
+"""Evidence: raw trial ``result.json`` bytes kept zstd-compressed, with a per-job dictionary.
+
+A job with at least :data:`MIN_DICT_SAMPLES` result files gets a zstd dictionary trained on
+them (``zstandard.train_dictionary``); it is stored once (``zstd_dicts`` database, keyed by
+its id ``sha256:<hex>``) and every evidence blob of the job names it. On the Terminal-Bench
+job of the fixtures (89 files, 330 KB) plain zstd -3 compresses 3.6x, with a 10 KB dictionary
+13x (10x counting the dictionary itself), and compresses about twice as fast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import zstandard
+
+__all__ = [
+    "LEVEL",
+    "MIN_DICT_SAMPLES",
+    "Evidence",
+    "decompress",
+    "dictionary_id",
+    "train",
+]
+
+LEVEL = 3
+MIN_DICT_SAMPLES = 16
+MAX_TRAIN_SAMPLES = 2000
+
+
+def dictionary_id(data: bytes) -> str:
+    """``sha256:<hex>`` of the dictionary bytes."""
+    return f"sha256:{hashlib.sha256(data).hexdigest()}"
+
+
+def train(samples: list[bytes]) -> bytes | None:
+    """A dictionary trained on (at most :data:`MAX_TRAIN_SAMPLES` of) ``samples``; None when
+    there are fewer than :data:`MIN_DICT_SAMPLES` or training fails."""
+    if len(samples) < MIN_DICT_SAMPLES:
+        return None
+    if len(samples) > MAX_TRAIN_SAMPLES:
+        step = len(samples) / MAX_TRAIN_SAMPLES
+        samples = [samples[int(i * step)] for i in range(MAX_TRAIN_SAMPLES)]
+    total = sum(len(s) for s in samples)
+    size = max(4096, min(65536, total // 32))
+    try:
+        return zstandard.train_dictionary(size, samples).as_bytes()
+    except zstandard.ZstdError:
+        return None
+
+
+class Evidence:
+    """Compressor of one job's evidence: ``dictionary`` bytes (or None) and its ``id``."""
+
+    def __init__(self, dictionary: bytes | None) -> None:
+        self.dictionary = dictionary
+        self.id = dictionary_id(dictionary) if dictionary is not None else None
+        dict_data = zstandard.ZstdCompressionDict(dictionary) if dictionary is not None else None
+        self._compressor = zstandard.ZstdCompressor(level=LEVEL, dict_data=dict_data)
+
+    def compress(self, data: bytes) -> bytes:
+        """``data`` zstd-compressed (with the dictionary when there is one)."""
+        return self._compressor.compress(data)
+
+
+def decompress(blob: bytes, dictionary: bytes | None) -> bytes:
+    """Inverse of :meth:`Evidence.compress` given the same dictionary (or None)."""
+    dict_data = zstandard.ZstdCompressionDict(dictionary) if dictionary is not None else None
+    return zstandard.ZstdDecompressor(dict_data=dict_data).decompress(blob)

@@ -1,0 +1,637 @@
+"""Read Harbor job directories (without a store): find them, parse their trials, build tables.
+
+A **job directory** is what ``harbor run`` writes: job-level ``config.json`` (with
+``job_name``), ``lock.json``, ``result.json`` and one sub-directory per trial holding the
+trial's ``result.json``. A directory holding trial directories but no job-level files (e.g.
+copied trials) is a job directory too. Every visible sub-directory of a job directory is a
+trial directory, as Harbor itself reads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from casstore.errors import CheckError, UsageError
+from casstore.trials.evidence import Evidence, train
+from casstore.trials.parse import ResultUnreadable, failure_of, parse_result
+from casstore.trials.records import (
+    FAILURE_CODES,
+    REWARD_KEY_METADATA,
+    JobRecord,
+    TrialRecord,
+)
+from scoring.table import Flag, Kind, RewardTable
+
+__all__ = [
+    "ImportedJob",
+    "assign_attempts",
+    "find_jobs",
+    "job_counts",
+    "read_job",
+    "table_from_records",
+]
+
+PARALLEL_MIN = 4000
+CHUNK = 1000
+DRIFT_SAMPLE = 200
+_JSON = msgspec.json.Decoder()
+
+
+@dataclass
+class ImportedJob:
+    """One parsed job directory.
+
+    ``job_id``; ``record`` (:class:`JobRecord`); ``trials`` (one :class:`TrialRecord` per
+    attempt with a readable result.json, attempts assigned); ``table`` (:class:`RewardTable`
+    for ``reward_key``); ``diagnostics`` (dicts with ``code``); ``failure_codes`` (code →
+    count; per-trial codes plus job-level ones); ``evidence`` (evidence key → compressed
+    bytes) and ``dictionary`` (zstd dictionary bytes or None) for the store.
+    """
+
+    job_id: str
+    record: JobRecord
+    trials: list[TrialRecord]
+    table: RewardTable
+    diagnostics: list[dict[str, Any]] = field(default_factory=list)
+    failure_codes: dict[str, int] = field(default_factory=dict)
+    evidence: dict[str, bytes] = field(default_factory=dict)
+    dictionary: bytes | None = None
+
+
+# finding jobs --------------------------------------------------------------------------------
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return _JSON.decode(path.read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return None
+
+
+def _is_trial_dir(path: Path) -> bool:
+    for name in ("config.json", "result.json"):
+        file = path / name
+        if file.is_file():
+            data = _load_json(file)
+            if isinstance(data, dict) and "trial_name" in data:
+                return True
+    return False
+
+
+def _is_job_dir(path: Path) -> bool:
+    config = _load_json(path / "config.json") if (path / "config.json").is_file() else None
+    if isinstance(config, dict) and "job_name" in config:
+        return True
+    if (path / "lock.json").is_file() and not _is_trial_dir(path):
+        return True
+    if _is_trial_dir(path):
+        return False
+    return any(_is_trial_dir(child) for child in _subdirs(path)[:8])
+
+
+def _subdirs(path: Path) -> list[Path]:
+    try:
+        entries = sorted(os.scandir(path), key=lambda e: e.name)
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        try:
+            if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
+                found.append(Path(entry.path))
+        except OSError:
+            continue
+    return found
+
+
+def find_jobs(paths: Sequence[Path | str], depth: int = 3) -> list[Path]:
+    """The job directories among ``paths`` (each a job directory or a directory of them,
+    searched ``depth`` levels down), in order, without duplicates.
+
+    Raises :class:`UsageError` naming the first path that is not a directory or holds no job
+    directory (a trial directory alone is refused: give its job directory).
+    """
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.is_dir():
+            raise UsageError(str(path), "not a directory (expected a Harbor job directory)")
+        jobs = _search(path, depth)
+        if not jobs:
+            hint = " (a trial directory: give its job directory)" if _is_trial_dir(path) else ""
+            raise UsageError(str(path), f"not a Harbor job directory and holds none{hint}")
+        for job in jobs:
+            if job.resolve() not in {f.resolve() for f in found}:
+                found.append(job)
+    return found
+
+
+def _search(path: Path, depth: int) -> list[Path]:
+    if _is_job_dir(path):
+        return [path]
+    if depth <= 0 or _is_trial_dir(path):
+        return []
+    return [job for child in _subdirs(path) for job in _search(child, depth - 1)]
+
+
+# reading one job -----------------------------------------------------------------------------
+
+
+def job_id_of(path: Path, result: Any, config_bytes: bytes | None) -> str:
+    """Harbor's job ``result.json`` ``id`` when present, else ``sha256:`` of the directory
+    name and config.json bytes."""
+    if isinstance(result, dict) and isinstance(result.get("id"), str) and result["id"]:
+        return result["id"]
+    digest = hashlib.sha256(path.resolve().name.encode() + b"\0" + (config_bytes or b""))
+    return f"sha256:{digest.hexdigest()}"
+
+
+def _read_trial(
+    trial_dir: str, job_id: str, reward_key: str
+) -> tuple[TrialRecord | None, bytes | None, str | None]:
+    path = os.path.join(trial_dir, "result.json")
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return None, None, "result.json missing"
+    except OSError as error:
+        return None, None, f"result.json unreadable: {error.strerror or error}"
+    if not data.strip():
+        return None, data, "result.json empty"
+    try:
+        record = parse_result(data, job_id, reward_key)
+    except ResultUnreadable as error:
+        return None, data, f"result.json unparseable: {error}"
+    record.result_path = path
+    return record, data, None
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_init(dictionary: bytes | None) -> None:
+    _WORKER["evidence"] = Evidence(dictionary)
+
+
+def _worker_chunk(args: tuple[list[str], str, str]) -> bytes:
+    trial_dirs, job_id, reward_key = args
+    evidence: Evidence = _WORKER["evidence"]
+    out = []
+    for trial_dir in trial_dirs:
+        record, data, error = _read_trial(trial_dir, job_id, reward_key)
+        if record is not None and data is not None:
+            _attach_evidence(record, data, evidence)
+            out.append((record, evidence.compress(data), None))
+        else:
+            out.append((None, None, error))
+    return msgspec.msgpack.encode(out)
+
+
+_CHUNK_DECODER = msgspec.msgpack.Decoder(list[tuple[TrialRecord | None, bytes | None, str | None]])
+
+
+def _attach_evidence(record: TrialRecord, data: bytes, evidence: Evidence) -> None:
+    record.evidence = f"sha256:{hashlib.sha256(data).hexdigest()}"
+    record.evidence_bytes = len(data)
+    record.evidence_dict = evidence.id
+
+
+def read_job(
+    path: Path | str,
+    reward_key: str = "reward",
+    *,
+    name: str | None = None,
+    skip: Iterable[str] = (),
+    dictionary: bytes | None = None,
+    progress: Callable[[str], None] | None = None,
+    workers: int | None = None,
+    check_harbor: bool = True,
+) -> ImportedJob:
+    """Parse one Harbor job directory (no store involved).
+
+    ``reward_key`` selects the primary reward of the table. ``skip``: trial directory names
+    not to read (already imported; their trials are absent from the result). ``dictionary``:
+    reuse this zstd dictionary instead of training one. ``progress(label)`` is called once per
+    trial directory. ``workers``: processes for parsing (default: 2 when the job has at least
+    ``PARALLEL_MIN`` trials, else in-process). ``check_harbor``: validate job files and a
+    sample of trials with Harbor's own models to report ``harbor_schema_drift``.
+
+    Diagnostics (``code``): ``job_result_missing_partial``, ``trial_count_mismatch``,
+    ``result_unreadable`` (with the trial directories), ``harbor_schema_drift``,
+    ``duplicate_trial_name``. Raises :class:`UsageError` when ``path`` is not a directory and
+    :class:`CheckError` when no trial can be read and there is no job result.json either.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise UsageError(str(path), "not a directory (expected a Harbor job directory)")
+    config_bytes = _read_bytes(path / "config.json")
+    config = _decode(config_bytes)
+    job_result_bytes = _read_bytes(path / "result.json")
+    job_result = _decode(job_result_bytes)
+    lock = _decode(_read_bytes(path / "lock.json"))
+    job_id = job_id_of(path, job_result, config_bytes)
+    skipped = set(skip)
+    trial_dirs = [d for d in _subdirs(path) if d.name not in skipped]
+    if progress is None:
+
+        def progress(label: str) -> None:
+            return None
+
+    # dictionary from a sample, then parse (in parallel when large)
+    if dictionary is None:
+        samples = [
+            s for s in (_read_bytes(d / "result.json") for d in _sample(trial_dirs, 2000)) if s
+        ]
+        dictionary = train(samples)
+    evidence = Evidence(dictionary)
+    results: list[tuple[TrialRecord | None, bytes | None, str | None]] = []
+    names = [str(d) for d in trial_dirs]
+    n_workers = workers if workers is not None else (2 if len(names) >= PARALLEL_MIN else 1)
+    if n_workers > 1 and len(names) > CHUNK:
+        chunks = [(names[i : i + CHUNK], job_id, reward_key) for i in range(0, len(names), CHUNK)]
+        context = _fork_context()
+        with ProcessPoolExecutor(
+            n_workers, mp_context=context, initializer=_worker_init, initargs=(dictionary,)
+        ) as pool:
+            for chunk, encoded in zip(chunks, pool.map(_worker_chunk, chunks), strict=True):
+                part = _CHUNK_DECODER.decode(encoded)
+                results.extend(part)
+                for trial_dir in chunk[0]:
+                    progress(os.path.basename(trial_dir))
+    else:
+        for trial_dir in names:
+            record, data, error = _read_trial(trial_dir, job_id, reward_key)
+            if record is not None and data is not None:
+                _attach_evidence(record, data, evidence)
+                results.append((record, evidence.compress(data), None))
+            else:
+                results.append((None, None, error))
+            progress(os.path.basename(trial_dir))
+
+    diagnostics: list[dict[str, Any]] = []
+    trials: list[TrialRecord] = []
+    blobs: dict[str, bytes] = {}
+    unreadable: list[dict[str, str]] = []
+    seen: set[str] = set()
+    duplicates: list[str] = []
+    for trial_dir, (record, blob, error) in zip(trial_dirs, results, strict=True):
+        if record is None:
+            unreadable.append({"trial_dir": trial_dir.name, "reason": error or "unreadable"})
+            continue
+        if record.trial_name in seen:
+            duplicates.append(trial_dir.name)
+            continue
+        seen.add(record.trial_name)
+        trials.append(record)
+        if record.evidence is not None and blob is not None:
+            blobs[record.evidence] = blob
+
+    codes: Counter[str] = Counter()
+    if unreadable:
+        codes["result_unreadable"] = len(unreadable)
+        diagnostics.append(
+            {"code": "result_unreadable", "count": len(unreadable), "trials": unreadable}
+        )
+    if duplicates:
+        diagnostics.append(
+            {"code": "duplicate_trial_name", "count": len(duplicates), "trial_dirs": duplicates}
+        )
+    if not trials and not skipped and not isinstance(job_result, dict):
+        raise CheckError(str(path), "no readable trial result.json and no job result.json")
+    if not isinstance(job_result, dict) and (trials or skipped):
+        codes["job_result_missing_partial"] = 1
+        state = "missing" if job_result_bytes is None else "unreadable"
+        diagnostics.append(
+            {
+                "code": "job_result_missing_partial",
+                "message": f"job result.json {state}; trial files imported",
+            }
+        )
+    expected, expected_from = _expected_trials(lock, job_result, config)
+    found = len(trials) + len(unreadable) + len(skipped & {d.name for d in _subdirs(path)})
+    if expected is not None and expected != found:
+        codes["trial_count_mismatch"] = 1
+        diagnostics.append(
+            {
+                "code": "trial_count_mismatch",
+                "expected": expected,
+                "found": found,
+                "source": expected_from,
+            }
+        )
+    if check_harbor:
+        drift = _drift(trial_dirs, results, config_bytes)
+        if drift is not None:
+            diagnostics.append(drift)
+    assign_attempts(trials)
+    for record in trials:
+        if record.failure:
+            codes[record.failure] += 1
+    recorded = {}
+    stats = job_result.get("stats") if isinstance(job_result, dict) else None
+    if isinstance(stats, dict) and isinstance(stats.get("evals"), dict):
+        recorded = {
+            key: value.get("metrics")
+            for key, value in stats["evals"].items()
+            if isinstance(value, dict)
+        }
+    harbor = lock.get("harbor") if isinstance(lock, dict) else None
+    record = JobRecord(
+        job_id=job_id,
+        name=name or path.resolve().name,
+        path=str(path.resolve()),
+        reward_key=reward_key,
+        harbor_version=harbor.get("version") if isinstance(harbor, dict) else None,
+        started_at=_str(job_result, "started_at"),
+        finished_at=_str(job_result, "finished_at"),
+        expected_trials=expected,
+        expected_from=expected_from,
+        trials=len(trials),
+        trial_names=sorted(r.trial_name for r in trials),
+        recorded_metrics=recorded,
+        dictionary=evidence.id,
+        failure_codes=_ordered(codes),
+        diagnostics=diagnostics,
+        imported_at=datetime.now(UTC).isoformat(),
+    )
+    table = table_from_records(trials, reward_key, jobs=[job_id])
+    _label_record(record, table)
+    return ImportedJob(
+        job_id=job_id,
+        record=record,
+        trials=trials,
+        table=table,
+        diagnostics=diagnostics,
+        failure_codes=record.failure_codes,
+        evidence=blobs,
+        dictionary=dictionary,
+    )
+
+
+def _fork_context() -> Any:
+    import multiprocessing
+
+    try:
+        return multiprocessing.get_context("fork")
+    except ValueError:  # pragma: no cover - platforms without fork
+        return multiprocessing.get_context()
+
+
+def _sample(items: list[Path], n: int) -> list[Path]:
+    if len(items) <= n:
+        return items
+    step = len(items) / n
+    return [items[int(i * step)] for i in range(n)]
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _decode(data: bytes | None) -> Any:
+    if data is None:
+        return None
+    try:
+        return _JSON.decode(data)
+    except msgspec.DecodeError:
+        import json
+
+        try:
+            return json.loads(data)
+        except ValueError:
+            return None
+
+
+def _str(obj: Any, key: str) -> str | None:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _ordered(codes: Counter[str]) -> dict[str, int]:
+    return {code: codes[code] for code in FAILURE_CODES if codes.get(code)}
+
+
+def _expected_trials(lock: Any, result: Any, config: Any) -> tuple[int | None, str | None]:
+    """Trials the job expected: lock.json's trial list, else result.json's n_total_trials,
+    else config.json's explicit tasks x agents x n_attempts (datasets: unknown)."""
+    if isinstance(lock, dict) and isinstance(lock.get("trials"), list):
+        return len(lock["trials"]), "lock.json"
+    if isinstance(result, dict) and isinstance(result.get("n_total_trials"), int):
+        return result["n_total_trials"], "result.json"
+    if isinstance(config, dict) and not config.get("datasets"):
+        tasks, agents = config.get("tasks"), config.get("agents") or [{}]
+        attempts = config.get("n_attempts", 1)
+        if isinstance(tasks, list) and tasks and isinstance(attempts, int):
+            return len(tasks) * len(agents) * attempts, "config.json"
+    return None, None
+
+
+def _drift(
+    trial_dirs: list[Path],
+    results: list[tuple[TrialRecord | None, bytes | None, str | None]],
+    config_bytes: bytes | None,
+) -> dict[str, Any] | None:
+    """One ``harbor_schema_drift`` diagnostic when Harbor's own models reject parts of the
+    job that do not matter for scoring (reward errors are not drift: they are INVALID)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Harbor's deprecation warnings on old fields
+        return _drift_checked(trial_dirs, results, config_bytes)
+
+
+def _drift_checked(
+    trial_dirs: list[Path],
+    results: list[tuple[TrialRecord | None, bytes | None, str | None]],
+    config_bytes: bytes | None,
+) -> dict[str, Any] | None:
+    from harbor.models.job.config import JobConfig
+    from harbor.models.trial.result import TrialResult
+    from pydantic import ValidationError
+
+    fields: Counter[str] = Counter()
+    job_files = []
+    if config_bytes is not None:
+        try:
+            JobConfig.model_validate_json(config_bytes)
+        except ValidationError as error:
+            job_files.append("config.json")
+            for item in error.errors():
+                fields["config.json:" + _loc(item["loc"])] += 1
+        except ValueError:
+            job_files.append("config.json")
+    readable = [d for d, (record, _, _) in zip(trial_dirs, results, strict=True) if record]
+    checked = _sample(readable, DRIFT_SAMPLE)
+    drifted = 0
+    for trial_dir in checked:
+        data = _read_bytes(trial_dir / "result.json")
+        if data is None:
+            continue
+        try:
+            TrialResult.model_validate_json(data)
+        except ValidationError as error:
+            locs = [_loc(item["loc"]) for item in error.errors() if not _is_reward_loc(item["loc"])]
+            if locs:
+                drifted += 1
+                for loc in set(locs):
+                    fields[loc] += 1
+    if not fields:
+        return None
+    return {
+        "code": "harbor_schema_drift",
+        "message": "Harbor's own models reject fields that do not matter for scoring; "
+        "trials imported anyway",
+        "count": drifted,
+        "checked": len(checked),
+        "trials": len(readable),
+        "job_files": job_files,
+        "fields": dict(sorted(fields.items())[:20]),
+    }
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def _is_reward_loc(loc: tuple[Any, ...]) -> bool:
+    parts = [str(p) for p in loc]
+    return "verifier_result" in parts
+
+
+# attempts and tables -------------------------------------------------------------------------
+
+
+def assign_attempts(records: list[TrialRecord]) -> None:
+    """Set ``attempt`` on each record: index within its task (by job), trials sorted by
+    ``started_at`` (missing first) then ``trial_name``."""
+    groups: dict[tuple[str, str], list[TrialRecord]] = defaultdict(list)
+    for record in records:
+        groups[(record.job_id, record.task_name)].append(record)
+    for group in groups.values():
+        group.sort(key=lambda r: (r.started_at or "", r.trial_name))
+        for index, record in enumerate(group):
+            record.attempt = index
+
+
+def table_from_records(
+    records: Sequence[TrialRecord], reward_key: str, jobs: list[str] | None = None
+) -> RewardTable:
+    """The :class:`RewardTable` of ``records`` for ``reward_key`` (rows sorted by task, job,
+    attempt, trial name). Attempts are taken from the records (see :func:`assign_attempts`).
+
+    Secondary ``keys`` are the other reward keys of valid mappings, sorted. Invalid rows keep
+    no reward (NaN, Kind MISSING) and carry Flag.INVALID.
+    """
+    rows = sorted(records, key=lambda r: (r.task_name, r.job_id, r.attempt, r.trial_name))
+    n = len(rows)
+    tasks = sorted({r.task_name for r in rows})
+    keys = sorted({k for r in rows if r.valid and r.rewards for k in r.rewards if k != reward_key})
+    key_index = {k: i for i, k in enumerate(keys)}
+    labels: dict[str, dict[str, int]] = {
+        c: {"": 0} for c in ("agent", "model", "dataset", "exception", "failure")
+    }
+
+    def label(column: str, value: str | None) -> int:
+        table = labels[column]
+        value = value or ""
+        index = table.get(value)
+        if index is None:
+            index = table[value] = len(table)
+        return index
+
+    task_index = {t: i for i, t in enumerate(tasks)}
+    task = np.zeros(n, np.int32)
+    attempt = np.zeros(n, np.int32)
+    flags = np.zeros(n, np.uint8)
+    primary = np.full(n, math.nan, np.float64)
+    primary_kind = np.zeros(n, np.int8)
+    values = np.full((n, len(keys)), math.nan, np.float64)
+    kinds = np.zeros((n, len(keys)), np.int8)
+    columns = {c: np.zeros(n, np.int32) for c in labels}
+    for i, r in enumerate(rows):
+        task[i] = task_index[r.task_name]
+        attempt[i] = r.attempt
+        flag = 0
+        if r.exception_type is not None:
+            flag |= Flag.EXCEPTION
+        if not r.has_verifier:
+            flag |= Flag.NO_VERIFIER
+        if not r.valid:
+            flag |= Flag.INVALID
+        flags[i] = flag
+        if r.valid and r.rewards:
+            for key, value in r.rewards.items():
+                kind = r.kinds.get(key, Kind.NUMBER)
+                if key == reward_key:
+                    primary[i] = value
+                    primary_kind[i] = kind
+                else:
+                    j = key_index[key]
+                    values[i, j] = value
+                    kinds[i, j] = kind
+        columns["agent"][i] = label("agent", r.agent_label)
+        columns["model"][i] = label("model", r.model_name)
+        columns["dataset"][i] = label("dataset", r.source)
+        columns["exception"][i] = label("exception", r.exception_type)
+        columns["failure"][i] = label("failure", r.failure or failure_of(r))
+    table = RewardTable(
+        reward_key=reward_key,
+        tasks=tasks,
+        trials=[r.trial_name for r in rows],
+        keys=keys,
+        task=task,
+        attempt=attempt,
+        flags=flags,
+        primary=primary,
+        primary_kind=primary_kind,
+        values=values,
+        kinds=kinds,
+        agents=list(labels["agent"]),
+        models=list(labels["model"]),
+        datasets=list(labels["dataset"]),
+        exceptions=list(labels["exception"]),
+        failures=list(labels["failure"]),
+        jobs=list(jobs) if jobs is not None else sorted({r.job_id for r in rows}),
+        **{c: columns[c] for c in labels},
+    )
+    table.validate()
+    return table
+
+
+def _label_record(record: JobRecord, table: RewardTable) -> None:
+    record.agents = [a for a in table.agents if a]
+    record.models = [m for m in table.models if m]
+    record.datasets = [d for d in table.datasets if d]
+
+
+def job_counts(records: Iterable[TrialRecord]) -> dict[str, int]:
+    """``{"trials", "invalid", "errored", "no_verifier"}`` over ``records``."""
+    counts = {"trials": 0, "invalid": 0, "errored": 0, "no_verifier": 0}
+    for r in records:
+        counts["trials"] += 1
+        counts["invalid"] += not r.valid
+        counts["errored"] += r.exception_type is not None
+        counts["no_verifier"] += not r.has_verifier
+    return counts
+
+
+def record_reward_key(records: Iterable[TrialRecord], reward_key: str) -> None:
+    """Set ``metadata["harbor_primary_reward_key"]`` on every record."""
+    for r in records:
+        r.metadata = {**r.metadata, REWARD_KEY_METADATA: reward_key}

@@ -1,0 +1,431 @@
+"""Parse one trial ``result.json`` into a :class:`TrialRecord`, fast, the way Harbor reads it.
+
+Fast path: a partial typed msgspec decode of only the fields scoring and reporting need
+(unknown fields ignored), with ``verifier_result`` kept as raw JSON bytes. Files msgspec
+refuses (NaN/Infinity literals, unexpected types in a field we read) go through the standard
+library ``json`` and a lenient extraction instead; both paths give the same record.
+
+Reward validity is decided by Harbor's own model: the raw ``verifier_result`` object is
+validated with ``harbor.models.verifier.result.VerifierResult.model_validate_json`` (cached by
+its bytes), exactly the validation Harbor's ``TrialResult`` applies to that field. Its output
+is the reward mapping we keep. Nothing else of the file (e.g. ``config.environment``, which
+changed shape between Harbor versions) can reject a trial.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import msgspec
+from pydantic import ValidationError
+
+from casstore.trials.records import REWARD_KEY_METADATA, StepRecord, TrialRecord
+
+__all__ = ["ResultUnreadable", "parse_result", "rewards_verdict"]
+
+# Kind values (scoring.table.Kind), inlined to keep worker processes light.
+MISSING, NUMBER, NONFINITE, BOOLEAN = 0, 1, 2, 3
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+class ResultUnreadable(Exception):
+    """result.json cannot be read as a trial result (message: why, one line)."""
+
+
+class _Timing(msgspec.Struct):
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
+class _Exception(msgspec.Struct):
+    exception_type: str | None = None
+    exception_message: str | None = None
+    occurred_at: str | None = None
+
+
+class _ModelInfo(msgspec.Struct):
+    name: str | None = None
+    provider: str | None = None
+
+
+class _AgentInfo(msgspec.Struct):
+    name: str | None = None
+    version: str | None = None
+    model_info: _ModelInfo | None = None
+
+
+class _Context(msgspec.Struct):
+    n_input_tokens: int | None = None
+    n_cache_tokens: int | None = None
+    n_output_tokens: int | None = None
+    cost_usd: float | None = None
+
+
+class _AgentConfig(msgspec.Struct):
+    model_name: str | None = None
+
+
+class _Config(msgspec.Struct):
+    agent: _AgentConfig | None = None
+
+
+_ABSENT = msgspec.Raw(b"")
+
+
+class _Step(msgspec.Struct):
+    step_name: str = ""
+    agent_result: _Context | None = None
+    verifier_result: msgspec.Raw = _ABSENT
+    exception_info: _Exception | None = None
+    agent_execution: _Timing | None = None
+    verifier: _Timing | None = None
+
+
+class _Result(msgspec.Struct):
+    task_name: str
+    trial_name: str
+    id: str | None = None
+    source: str | None = None
+    config: _Config | None = None
+    agent_info: _AgentInfo | None = None
+    agent_result: _Context | None = None
+    verifier_result: msgspec.Raw = _ABSENT
+    exception_info: _Exception | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    environment_setup: _Timing | None = None
+    agent_setup: _Timing | None = None
+    agent_execution: _Timing | None = None
+    verifier: _Timing | None = None
+    step_results: list[_Step] | None = None
+
+
+_DECODER = msgspec.json.Decoder(_Result)
+_VERDICTS: dict[bytes, tuple[bool, dict | None, dict[str, int], str | None]] = {}
+_VERIFIER_RESULT: Any = None
+
+
+def _verifier_model() -> Any:
+    global _VERIFIER_RESULT
+    if _VERIFIER_RESULT is None:
+        from harbor.models.verifier.result import VerifierResult
+
+        _VERIFIER_RESULT = VerifierResult
+    return _VERIFIER_RESULT
+
+
+def _number(value: Any) -> float | int:
+    """A Harbor-coerced value as we store it: ints kept when they fit in int64, else the
+    nearest float (infinity beyond float range)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if _INT64[0] <= value <= _INT64[1]:
+            return value
+        try:  # beyond msgpack's int64: the nearest float
+            return float(value)
+        except OverflowError:
+            return math.copysign(math.inf, value)
+    return float(value)
+
+
+def rewards_verdict(
+    raw: bytes,
+) -> tuple[bool, dict[str, float | int] | None, dict[str, int], str | None]:
+    """Harbor's verdict on a raw ``verifier_result`` JSON object.
+
+    Returns ``(has_verifier, rewards, kinds, reason)``: ``has_verifier`` False for null/absent
+    ``verifier_result`` or ``rewards``; ``reason`` (None when valid) is Harbor's first
+    validation error, one line; ``rewards`` is Harbor's coerced mapping (None when invalid or
+    missing); ``kinds`` maps each key to its Kind (how the value was written). Cached by bytes.
+    """
+    cached = _VERDICTS.get(raw)
+    if cached is not None:
+        return cached
+    verdict = _verdict(raw)
+    if len(_VERDICTS) < 65536:
+        _VERDICTS[raw] = verdict
+    return verdict
+
+
+def _verdict(raw: bytes) -> tuple[bool, dict[str, float | int] | None, dict[str, int], str | None]:
+    stripped = raw.strip()
+    if not stripped or stripped == b"null":
+        return False, None, {}, None
+    try:
+        model = _verifier_model().model_validate_json(stripped)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        reason = f"verifier_result{'.' + where if where else ''}: {first['msg']}"
+        return True, None, {}, reason
+    if model.rewards is None:
+        return False, None, {}, None
+    written = _written_rewards(stripped)
+    rewards: dict[str, float | int] = {}
+    kinds: dict[str, int] = {}
+    for key, value in model.rewards.items():
+        stored = _number(value)
+        rewards[key] = stored
+        if isinstance(written.get(key), bool):
+            kinds[key] = BOOLEAN
+        elif isinstance(stored, float) and not math.isfinite(stored):
+            kinds[key] = NONFINITE
+        else:
+            kinds[key] = NUMBER
+    return True, rewards, kinds, None
+
+
+def _written_rewards(raw: bytes) -> dict[str, Any]:
+    """The rewards object as written (to tell Booleans apart); last duplicate wins."""
+    try:
+        data = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        data = json.loads(raw)
+    rewards = data.get("rewards") if isinstance(data, dict) else None
+    return rewards if isinstance(rewards, dict) else {}
+
+
+def _timing(value: _Timing | None) -> tuple[str | None, str | None] | None:
+    return None if value is None else (value.started_at, value.finished_at)
+
+
+def _totals(
+    contexts: list[_Context],
+) -> tuple[int | None, int | None, int | None, float | None]:
+    """Harbor's ``TrialResult.compute_token_cost_totals`` over the given contexts."""
+    n_input = n_cache = n_output = None
+    cost = None
+    for ctx in contexts:
+        if ctx.n_input_tokens is not None:
+            n_input = (n_input or 0) + ctx.n_input_tokens
+        if ctx.n_cache_tokens is not None:
+            n_cache = (n_cache or 0) + ctx.n_cache_tokens
+        if ctx.n_output_tokens is not None:
+            n_output = (n_output or 0) + ctx.n_output_tokens
+        if ctx.cost_usd is not None:
+            cost = (cost or 0.0) + ctx.cost_usd
+    return n_input, n_cache, n_output, cost
+
+
+def failure_of(record: TrialRecord) -> str | None:
+    """The trial's failure code (priority: invalid mapping, missing verifier, exception)."""
+    if not record.valid:
+        return "reward_mapping_invalid"
+    if not record.has_verifier:
+        return "verifier_result_missing"
+    if record.exception_type is not None:
+        return "trial_exception"
+    return None
+
+
+def parse_result(data: bytes, job_id: str, reward_key: str = "reward") -> TrialRecord:
+    """One trial ``result.json`` (bytes) → its :class:`TrialRecord` (attempt 0, no evidence).
+
+    Raises :class:`ResultUnreadable` when the bytes are not a JSON object with string
+    ``task_name`` and ``trial_name`` (Harbor could not load it either).
+    """
+    try:
+        result = _DECODER.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        result = _lenient(data)
+    has_verifier, rewards, kinds, reason = rewards_verdict(bytes(result.verifier_result))
+    valid = reason is None
+    steps = None
+    if result.step_results is not None:
+        steps = []
+        for index, step in enumerate(result.step_results):
+            s_has, s_rewards, s_kinds, s_reason = rewards_verdict(bytes(step.verifier_result))
+            exc = step.exception_info
+            ctx = step.agent_result
+            steps.append(
+                StepRecord(
+                    step_name=step.step_name,
+                    rewards=s_rewards,
+                    kinds=s_kinds,
+                    has_verifier=s_has,
+                    valid=s_reason is None,
+                    reason=s_reason,
+                    exception_type=exc.exception_type if exc else None,
+                    exception_message=exc.exception_message if exc else None,
+                    agent_execution=_timing(step.agent_execution),
+                    verifier=_timing(step.verifier),
+                    n_input_tokens=ctx.n_input_tokens if ctx else None,
+                    n_cache_tokens=ctx.n_cache_tokens if ctx else None,
+                    n_output_tokens=ctx.n_output_tokens if ctx else None,
+                    cost_usd=ctx.cost_usd if ctx else None,
+                )
+            )
+            if s_reason is not None and valid:
+                valid, rewards, kinds = False, None, {}
+                reason = f"step_results.{index}.{s_reason}"
+    if result.agent_result is not None:
+        contexts = [result.agent_result]
+    elif result.step_results:
+        contexts = [s.agent_result for s in result.step_results if s.agent_result is not None]
+    else:
+        contexts = []
+    n_input, n_cache, n_output, cost = _totals(contexts)
+    info = result.agent_info or _AgentInfo()
+    model_info = info.model_info
+    model_name = model_info.name if model_info is not None else None
+    if model_name is None and result.config is not None and result.config.agent is not None:
+        model_name = result.config.agent.model_name
+    exc = result.exception_info
+    record = TrialRecord(
+        job_id=job_id,
+        trial_name=result.trial_name,
+        task_name=result.task_name,
+        trial_id=result.id,
+        source=result.source,
+        agent_name=info.name or "",
+        agent_version=info.version or "",
+        model_name=model_name,
+        model_provider=model_info.provider if model_info is not None else None,
+        rewards=rewards,
+        kinds=kinds,
+        has_verifier=has_verifier,
+        valid=valid,
+        reason=reason,
+        exception_type=(exc.exception_type or "") if exc is not None else None,
+        exception_message=exc.exception_message if exc is not None else None,
+        exception_at=exc.occurred_at if exc is not None else None,
+        started_at=result.started_at,
+        finished_at=result.finished_at,
+        environment_setup=_timing(result.environment_setup),
+        agent_setup=_timing(result.agent_setup),
+        agent_execution=_timing(result.agent_execution),
+        verifier=_timing(result.verifier),
+        n_input_tokens=n_input,
+        n_cache_tokens=n_cache,
+        n_output_tokens=n_output,
+        cost_usd=cost,
+        steps=steps,
+        metadata={REWARD_KEY_METADATA: reward_key},
+    )
+    record.failure = failure_of(record)
+    return record
+
+
+# lenient path -------------------------------------------------------------------------------
+
+
+def _lenient(data: bytes) -> _Result:
+    """Standard-library decode (NaN/Infinity literals) with per-field type tolerance."""
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError) as error:
+        raise ResultUnreadable(f"not JSON: {error}") from None
+    if not isinstance(obj, dict):
+        raise ResultUnreadable("not a JSON object")
+    task_name, trial_name = obj.get("task_name"), obj.get("trial_name")
+    if not isinstance(task_name, str) or not isinstance(trial_name, str):
+        raise ResultUnreadable("task_name and trial_name must be strings")
+    steps = obj.get("step_results")
+    return _Result(
+        task_name=task_name,
+        trial_name=trial_name,
+        id=_str(obj.get("id")),
+        source=_str(obj.get("source")),
+        config=_Config(
+            agent=_AgentConfig(model_name=_str(_get(obj, "config", "agent", "model_name")))
+        ),
+        agent_info=_agent_info(obj.get("agent_info")),
+        agent_result=_context(obj.get("agent_result")),
+        verifier_result=_raw(obj, "verifier_result"),
+        exception_info=_exception(obj.get("exception_info")),
+        started_at=_str(obj.get("started_at")),
+        finished_at=_str(obj.get("finished_at")),
+        environment_setup=_timing_of(obj.get("environment_setup")),
+        agent_setup=_timing_of(obj.get("agent_setup")),
+        agent_execution=_timing_of(obj.get("agent_execution")),
+        verifier=_timing_of(obj.get("verifier")),
+        step_results=[_step(s) for s in steps if isinstance(s, dict)]
+        if isinstance(steps, list)
+        else None,
+    )
+
+
+def _get(obj: Any, *path: str) -> Any:
+    for part in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, int | float):
+        return float(value)
+    return None
+
+
+def _raw(obj: dict, key: str) -> msgspec.Raw:
+    if key not in obj:
+        return _ABSENT
+    return msgspec.Raw(json.dumps(obj[key], allow_nan=True).encode())
+
+
+def _agent_info(value: Any) -> _AgentInfo | None:
+    if not isinstance(value, dict):
+        return None
+    model = value.get("model_info")
+    return _AgentInfo(
+        name=_str(value.get("name")),
+        version=_str(value.get("version")),
+        model_info=_ModelInfo(name=_str(model.get("name")), provider=_str(model.get("provider")))
+        if isinstance(model, dict)
+        else None,
+    )
+
+
+def _context(value: Any) -> _Context | None:
+    if not isinstance(value, dict):
+        return None
+    return _Context(
+        n_input_tokens=_int(value.get("n_input_tokens")),
+        n_cache_tokens=_int(value.get("n_cache_tokens")),
+        n_output_tokens=_int(value.get("n_output_tokens")),
+        cost_usd=_float(value.get("cost_usd")),
+    )
+
+
+def _exception(value: Any) -> _Exception | None:
+    if not isinstance(value, dict):
+        return None
+    return _Exception(
+        exception_type=_str(value.get("exception_type")) or "",
+        exception_message=_str(value.get("exception_message")),
+        occurred_at=_str(value.get("occurred_at")),
+    )
+
+
+def _timing_of(value: Any) -> _Timing | None:
+    if not isinstance(value, dict):
+        return None
+    return _Timing(_str(value.get("started_at")), _str(value.get("finished_at")))
+
+
+def _step(value: dict) -> _Step:
+    return _Step(
+        step_name=_str(value.get("step_name")) or "",
+        agent_result=_context(value.get("agent_result")),
+        verifier_result=_raw(value, "verifier_result"),
+        exception_info=_exception(value.get("exception_info")),
+        agent_execution=_timing_of(value.get("agent_execution")),
+        verifier=_timing_of(value.get("verifier")),
+    )

@@ -1,0 +1,227 @@
+"""Records of imported Harbor trials and jobs (msgspec Structs, msgpack-serializable).
+
+A :class:`TrialRecord` is one attempt: one trial directory's ``result.json`` reduced to what
+scoring and reporting need, plus a reference to the raw file kept (zstd-compressed) as
+evidence. A :class:`JobRecord` is one Harbor job directory. Both convert to plain builtins
+with :func:`to_builtins` (what the store's LMDB index packs) and back with :func:`from_builtins`.
+
+Failure codes (one per trial at most, in this priority order; job-level codes counted once per
+job):
+
+=============================  ==========================================================
+``reward_mapping_invalid``     the reward mapping fails Harbor's ``VerifierResult`` (null,
+                               non-numeric string, list, object, ...): not scoreable
+``verifier_result_missing``    ``verifier_result`` (or its ``rewards``) is null or absent
+``trial_exception``            Harbor recorded ``exception_info`` (the reward may survive)
+``result_unreadable``          a trial directory whose result.json is missing or cannot be
+                               parsed: counted, never a record or a table row
+``job_result_missing_partial`` (job) the job-level result.json is missing or unreadable but
+                               trial files were imported
+``trial_count_mismatch``       (job) trials found differ from what lock.json/result.json/
+                               config.json expected
+=============================  ==========================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "FAILURE_CODES",
+    "REWARD_KEY_METADATA",
+    "ImportReport",
+    "JobRecord",
+    "StepRecord",
+    "TrialRecord",
+    "from_builtins",
+    "to_builtins",
+]
+
+REWARD_KEY_METADATA = "harbor_primary_reward_key"
+FAILURE_CODES = (
+    "reward_mapping_invalid",
+    "verifier_result_missing",
+    "trial_exception",
+    "result_unreadable",
+    "job_result_missing_partial",
+    "trial_count_mismatch",
+)
+
+Timing = tuple[str | None, str | None]
+"""``(started_at, finished_at)`` ISO strings as Harbor wrote them."""
+
+
+class StepRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One step of a multi-step trial (Harbor's ``StepResult``).
+
+    ``rewards``/``kinds`` as for the trial; ``valid`` False (with ``reason``) when the step's
+    reward mapping fails Harbor's ``VerifierResult`` (which makes the whole attempt invalid).
+    """
+
+    step_name: str
+    rewards: dict[str, float | int] | None = None
+    kinds: dict[str, int] = {}
+    has_verifier: bool = False
+    valid: bool = True
+    reason: str | None = None
+    exception_type: str | None = None
+    exception_message: str | None = None
+    agent_execution: Timing | None = None
+    verifier: Timing | None = None
+    n_input_tokens: int | None = None
+    n_cache_tokens: int | None = None
+    n_output_tokens: int | None = None
+    cost_usd: float | None = None
+
+
+class TrialRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One attempt of a task, from a trial's ``result.json``.
+
+    Identity: ``job_id``, ``trial_name``, ``task_name``, ``attempt`` (0-based index within
+    its task: the task's trials sorted by ``started_at`` then ``trial_name``), Harbor's
+    ``trial_id`` (UUID string) when present.
+
+    Labels: ``source`` (Harbor's dataset/source), ``agent_name``, ``agent_version``,
+    ``model_name`` (``agent_info.model_info.name``, else ``config.agent.model_name``),
+    ``model_provider``.
+
+    Rewards: ``rewards`` is the mapping exactly as Harbor's ``VerifierResult`` coerces it
+    (``true`` → ``1.0``, ``"0.5"`` → ``0.5``, ``NaN`` literal → nan, ints kept), ``None`` when
+    the verifier result is missing or the mapping is invalid; ``kinds`` maps each key to a
+    :class:`scoring.table.Kind` value (how it was written); ``has_verifier`` False when
+    ``verifier_result`` or its ``rewards`` is null/absent; ``valid`` False with ``reason``
+    when Harbor's model rejects the mapping (then no reward is kept).
+
+    Errors: ``exception_type``, ``exception_message``, ``exception_at``; ``failure`` is the
+    trial's failure code (see the module docstring) or None.
+
+    Timings (``(started_at, finished_at)`` ISO strings): ``started_at``, ``finished_at``,
+    ``environment_setup``, ``agent_setup``, ``agent_execution``, ``verifier``.
+    Totals (Harbor's ``compute_token_cost_totals``): ``n_input_tokens``, ``n_cache_tokens``,
+    ``n_output_tokens``, ``cost_usd``. ``steps``: one :class:`StepRecord` per step of a
+    multi-step trial, else None.
+
+    Evidence: ``evidence`` is ``sha256:<hex>`` of the raw result.json bytes (the key of the
+    store's ``evidence`` database), ``evidence_bytes`` its size, ``evidence_dict`` the id of
+    the zstd dictionary it was compressed with (None: plain zstd); ``result_path`` where it
+    was read. ``metadata["harbor_primary_reward_key"]`` is the primary reward key.
+    """
+
+    job_id: str
+    trial_name: str
+    task_name: str
+    attempt: int = 0
+    trial_id: str | None = None
+    source: str | None = None
+    agent_name: str = ""
+    agent_version: str = ""
+    model_name: str | None = None
+    model_provider: str | None = None
+    rewards: dict[str, float | int] | None = None
+    kinds: dict[str, int] = {}
+    has_verifier: bool = False
+    valid: bool = True
+    reason: str | None = None
+    exception_type: str | None = None
+    exception_message: str | None = None
+    exception_at: str | None = None
+    failure: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    environment_setup: Timing | None = None
+    agent_setup: Timing | None = None
+    agent_execution: Timing | None = None
+    verifier: Timing | None = None
+    n_input_tokens: int | None = None
+    n_cache_tokens: int | None = None
+    n_output_tokens: int | None = None
+    cost_usd: float | None = None
+    steps: list[StepRecord] | None = None
+    evidence: str | None = None
+    evidence_bytes: int = 0
+    evidence_dict: str | None = None
+    result_path: str | None = None
+    metadata: dict[str, str] = {}
+
+    @property
+    def agent_label(self) -> str:
+        """``"name@version"`` (the reward table's ``agent`` label)."""
+        return f"{self.agent_name}@{self.agent_version}"
+
+    @property
+    def reward_key(self) -> str | None:
+        """``metadata["harbor_primary_reward_key"]`` or None."""
+        return self.metadata.get(REWARD_KEY_METADATA)
+
+
+class JobRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One imported Harbor job.
+
+    ``job_id`` (Harbor's job ``result.json`` ``id``, else ``sha256:`` of the directory name and
+    config.json), ``name`` (default the directory name), ``path`` (absolute, at import),
+    ``reward_key`` the table was built with, ``harbor_version`` (lock.json), ``started_at``/
+    ``finished_at`` (job result.json), ``expected_trials`` (lock.json, result.json or
+    config.json; None if unknown) and where it came from (``expected_from``), ``trials``
+    (records stored), ``trial_names`` (sorted), ``recorded_metrics`` (Harbor's own
+    ``stats.evals[*].metrics`` from result.json), ``agents``/``models``/``datasets`` labels,
+    ``dictionary`` (zstd dictionary id or None), ``failure_codes`` (code → count),
+    ``diagnostics``, ``imported_at``.
+    """
+
+    job_id: str
+    name: str
+    path: str | None = None
+    reward_key: str = "reward"
+    harbor_version: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    expected_trials: int | None = None
+    expected_from: str | None = None
+    trials: int = 0
+    trial_names: list[str] = []
+    recorded_metrics: dict[str, Any] = {}
+    agents: list[str] = []
+    models: list[str] = []
+    datasets: list[str] = []
+    dictionary: str | None = None
+    failure_codes: dict[str, int] = {}
+    diagnostics: list[dict[str, Any]] = []
+    imported_at: str | None = None
+
+
+class ImportReport(msgspec.Struct, kw_only=True):
+    """What one job's import did: the ``casstore import --json`` object.
+
+    ``job`` (job id), ``name``, ``trials`` (records of the job now stored), ``imported`` (new
+    this run), ``invalid``/``errored``/``no_verifier`` (counts over the job's trials),
+    ``failure_codes``, ``diagnostics``.
+    """
+
+    job: str
+    name: str
+    trials: int
+    imported: int
+    invalid: int
+    errored: int
+    no_verifier: int
+    failure_codes: dict[str, int]
+    diagnostics: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` object (keys: job, trials, imported, invalid, errored, no_verifier,
+        failure_codes, diagnostics)."""
+        data = msgspec.to_builtins(self)
+        data.pop("name")
+        return data
+
+
+def to_builtins(record: msgspec.Struct) -> Any:
+    """A record as msgpack-able builtins (NaN rewards stay floats)."""
+    return msgspec.to_builtins(record)
+
+
+def from_builtins[T](data: Any, cls: type[T]) -> T:
+    """Inverse of :func:`to_builtins` (raises ``msgspec.ValidationError`` on a bad shape)."""
+    return msgspec.convert(data, cls, strict=False)

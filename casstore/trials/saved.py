@@ -1,0 +1,136 @@
+"""Saved trials: ``trials.jsonl``, one JSON object per trial (a :class:`TrialRecord`).
+
+Every object carries ``metadata["harbor_primary_reward_key"]``; a file where it is missing or
+differs between trials is refused with the command that rebuilds it from the job directory::
+
+    casstore export JOB_DIR -o FILE --reward-key KEY
+
+Non-finite rewards (NaN, infinity; Kind NONFINITE) are written as the strings ``"NaN"``,
+``"Infinity"``, ``"-Infinity"`` (JSON has no literal for them; Harbor's model coerces these
+strings to the same floats) and read back as floats.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from casstore.errors import RewardKeyError, UsageError
+from casstore.trials.records import REWARD_KEY_METADATA, TrialRecord
+
+__all__ = ["read_trials_jsonl", "rebuild_hint", "write_trials_jsonl"]
+
+_NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _encode_value(value: float | int) -> float | int | str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def _rewards_out(rewards: dict[str, float | int] | None) -> dict[str, Any] | None:
+    return None if rewards is None else {k: _encode_value(v) for k, v in rewards.items()}
+
+
+def _rewards_in(rewards: Any) -> Any:
+    if not isinstance(rewards, dict):
+        return rewards
+    return {k: _NONFINITE.get(v, v) if isinstance(v, str) else v for k, v in rewards.items()}
+
+
+def write_trials_jsonl(records: Iterable[TrialRecord], path: Path | str) -> int:
+    """Write ``records`` to ``path`` (one JSON object per line, atomically: a temporary file
+    renamed); returns the number written. Raises :class:`RewardKeyError` when a record lacks
+    the reward-key metadata or records disagree on it."""
+    path = Path(path)
+    encoder = msgspec.json.Encoder()
+    lines = []
+    keys = set()
+    for record in records:
+        data = msgspec.to_builtins(record)
+        data["rewards"] = _rewards_out(record.rewards)
+        for step in data.get("steps") or []:
+            step["rewards"] = _rewards_out(_rewards_in(step.get("rewards")))
+        keys.add(record.metadata.get(REWARD_KEY_METADATA))
+        lines.append(encoder.encode(data))
+    if None in keys or len(keys) > 1:
+        raise RewardKeyError(str(path), "records disagree on or lack the primary reward key")
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "wb") as handle:
+        for line in lines:
+            handle.write(line + b"\n")
+    os.replace(tmp, path)
+    return len(lines)
+
+
+def rebuild_hint(job_dir: str | None, reward_key: str | None) -> str:
+    """The one command that rebuilds a trials file from its job directory."""
+    return (
+        f"rebuild it from the job directory: casstore export {job_dir or 'JOB_DIR'} "
+        f"-o FILE --reward-key {reward_key or 'KEY'}"
+    )
+
+
+def read_trials_jsonl(path: Path | str) -> tuple[str, list[TrialRecord]]:
+    """``(reward key, records)`` of a saved-trials file (blank lines ignored).
+
+    Raises :class:`UsageError` when the file cannot be read, :class:`RewardKeyError` (exit 1)
+    when a line is not a trial object, when a trial has no
+    ``metadata["harbor_primary_reward_key"]``, when trials disagree on it, or when the file
+    holds no trial; its message names the line and the rebuild command.
+    """
+    path = Path(path)
+    try:
+        text = path.read_bytes()
+    except OSError as error:
+        raise UsageError(str(path), f"cannot read: {error.strerror or error}") from None
+    records: list[TrialRecord] = []
+    reward_key: str | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = msgspec.json.decode(line)
+            if not isinstance(data, dict):
+                raise msgspec.ValidationError("not a JSON object")
+            data["rewards"] = _rewards_in(data.get("rewards"))
+            for step in data.get("steps") or []:
+                if isinstance(step, dict):
+                    step["rewards"] = _rewards_in(step.get("rewards"))
+            record = msgspec.convert(data, TrialRecord, strict=False)
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            raise RewardKeyError(
+                f"{path}:{number}", f"not a saved trial ({error}); {rebuild_hint(None, None)}"
+            ) from None
+        job_dir = _job_dir_of(record)
+        key = record.metadata.get(REWARD_KEY_METADATA)
+        if not key:
+            raise RewardKeyError(
+                f"{path}:{number}",
+                f"trial {record.trial_name!r} has no metadata[{REWARD_KEY_METADATA!r}]; "
+                + rebuild_hint(job_dir, reward_key),
+            )
+        if reward_key is None:
+            reward_key = key
+        elif key != reward_key:
+            raise RewardKeyError(
+                f"{path}:{number}",
+                f"trial {record.trial_name!r} has reward key {key!r}, earlier trials "
+                f"{reward_key!r}; " + rebuild_hint(job_dir, reward_key),
+            )
+        records.append(record)
+    if reward_key is None:
+        raise RewardKeyError(str(path), "no saved trial in the file; " + rebuild_hint(None, None))
+    return reward_key, records
+
+
+def _job_dir_of(record: TrialRecord) -> str | None:
+    if not record.result_path:
+        return None
+    return str(Path(record.result_path).parent.parent)

@@ -1,0 +1,295 @@
+"""Imported jobs in a store's LMDB index (what ``Store.import_jobs`` and friends do).
+
+Databases (keys UTF-8, values msgpack): ``jobs`` (job id → :class:`JobRecord`), ``trials``
+(``<job id>/<trial name>`` → :class:`TrialRecord`), ``reward_tables`` (job id →
+:meth:`RewardTable.to_bytes`), ``evidence`` (``sha256:<hex>`` of the raw result.json →
+``{"dict": id or None, "data": zstd bytes, "size": n}``), ``zstd_dicts`` (dictionary id →
+bytes).
+
+Re-importing a job is idempotent: trial directories already stored (by name) are not read
+again; new ones are added, attempts are re-assigned over all of the job's trials and the
+job's reward table is rebuilt. Importing with another ``reward_key`` rebuilds the table and
+the records' reward-key metadata.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from casstore.errors import UnknownReferenceError, UsageError
+from casstore.store.index import Txn
+from casstore.trials.evidence import decompress
+from casstore.trials.jobs import (
+    ImportedJob,
+    assign_attempts,
+    find_jobs,
+    job_counts,
+    read_job,
+    record_reward_key,
+    table_from_records,
+)
+from casstore.trials.records import (
+    FAILURE_CODES,
+    ImportReport,
+    JobRecord,
+    TrialRecord,
+    from_builtins,
+    to_builtins,
+)
+from casstore.trials.saved import read_trials_jsonl
+from scoring.table import RewardTable
+
+if TYPE_CHECKING:
+    from casstore.store.core import Progress, Store
+
+__all__ = [
+    "TRIAL_DATABASES",
+    "evidence_bytes",
+    "import_jobs",
+    "import_records",
+    "job_record",
+    "jobs",
+    "reward_table",
+    "trial_records",
+]
+
+TRIAL_DATABASES = ("jobs", "trials", "reward_tables", "evidence", "zstd_dicts")
+
+
+def import_jobs(
+    store: Store,
+    paths: Sequence[Path | str],
+    reward_key: str = "reward",
+    name: str | None = None,
+    progress: Progress | None = None,
+) -> list[ImportReport]:
+    """Import Harbor job directories (or ``*.jsonl`` saved-trials files) into ``store``.
+
+    ``paths``: job directories, directories of job directories, saved-trials files.
+    ``name``: the job's name (only with a single job; default the directory name).
+    ``progress``: ``start(total trial dirs)`` once, ``advance(trial dir)`` per trial.
+    Returns one :class:`ImportReport` per job. Raises :class:`UsageError` for a path holding
+    no job (or ``--name`` with several jobs), :class:`CheckError` for an unusable job or
+    saved-trials file.
+    """
+    files = [Path(p) for p in paths if Path(p).is_file() and str(p).endswith(".jsonl")]
+    dirs = [Path(p) for p in paths if Path(p) not in files]
+    for p in paths:
+        if Path(p).is_file() and Path(p) not in files:
+            raise UsageError(str(p), "not a Harbor job directory or a trials .jsonl file")
+    job_dirs = find_jobs(dirs) if dirs else []
+    if name is not None and len(job_dirs) + len(files) != 1:
+        raise UsageError(name, "--name needs a single job")
+    reports: list[ImportReport] = []
+    if progress is not None:
+        progress.start(sum(_count_subdirs(d) for d in job_dirs))
+    for job_dir in job_dirs:
+        reports.append(_import_dir(store, job_dir, reward_key, name, progress))
+    for file in files:
+        key, records = read_trials_jsonl(file)
+        by_job: dict[str, list[TrialRecord]] = {}
+        for record in records:
+            by_job.setdefault(record.job_id, []).append(record)
+        for job_id, group in by_job.items():
+            reports.append(import_records(store, job_id, group, key, name or job_id))
+    return reports
+
+
+def _count_subdirs(path: Path) -> int:
+    return sum(1 for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def _import_dir(
+    store: Store, job_dir: Path, reward_key: str, name: str | None, progress: Progress | None
+) -> ImportReport:
+    from casstore.trials.jobs import job_id_of
+
+    index = store.index
+    config = _maybe(job_dir / "config.json")
+    result = _json(job_dir / "result.json")
+    job_id = job_id_of(job_dir, result, config)
+    existing = index.read(lambda txn: txn.get("jobs", job_id))
+    existing_record = from_builtins(existing, JobRecord) if existing else None
+    skip = set()
+    dictionary = None
+    if existing_record is not None:
+        skip = set(existing_record.trial_names)
+        if existing_record.dictionary:
+            dictionary = index.read(lambda txn: txn.get("zstd_dicts", existing_record.dictionary))
+    advance = (lambda label: progress.advance(label)) if progress is not None else None
+    parsed = read_job(
+        job_dir,
+        reward_key,
+        name=name or (existing_record.name if existing_record else None),
+        skip=_dir_names_for(job_dir, skip),
+        dictionary=dictionary,
+        progress=advance,
+    )
+
+    def body(txn: Txn) -> ImportReport:
+        return _store_job(txn, parsed, existing_record)
+
+    return index.write(body)
+
+
+def _dir_names_for(job_dir: Path, trial_names: set[str]) -> set[str]:
+    """Directory names to skip: Harbor names trial directories after their trials."""
+    return {n for n in trial_names if (job_dir / n).is_dir()}
+
+
+def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> ImportReport:
+    job_id = parsed.job_id
+    record = parsed.record
+    key = record.reward_key
+    if (
+        parsed.dictionary is not None
+        and record.dictionary is not None
+        and txn.get("zstd_dicts", record.dictionary) is None
+    ):
+        txn.put("zstd_dicts", record.dictionary, parsed.dictionary)
+    new_names = set()
+    for trial in parsed.trials:
+        if trial.evidence and txn.get("evidence", trial.evidence) is None:
+            blob = parsed.evidence.get(trial.evidence)
+            if blob is not None:
+                txn.put(
+                    "evidence",
+                    trial.evidence,
+                    {"dict": trial.evidence_dict, "data": blob, "size": trial.evidence_bytes},
+                )
+        new_names.add(trial.trial_name)
+    old = [
+        from_builtins(raw, TrialRecord)
+        for _, raw in txn.items("trials", f"{job_id}/")
+        if raw.get("trial_name") not in new_names
+    ]
+    everything = old + list(parsed.trials)
+    record_reward_key(everything, key)
+    assign_attempts(everything)
+    for trial in everything:
+        txn.put("trials", f"{job_id}/{trial.trial_name}", to_builtins(trial))
+    table = table_from_records(everything, key, jobs=[job_id])
+    txn.put("reward_tables", job_id, table.to_bytes())
+    codes: Counter[str] = Counter(t.failure for t in everything if t.failure)
+    for code in ("result_unreadable", "job_result_missing_partial", "trial_count_mismatch"):
+        if parsed.failure_codes.get(code):
+            codes[code] = parsed.failure_codes[code]
+    if previous is not None:
+        record.imported_at = previous.imported_at or record.imported_at
+        if previous.dictionary and not parsed.trials:
+            record.dictionary = previous.dictionary
+    record.trials = len(everything)
+    record.trial_names = sorted(t.trial_name for t in everything)
+    record.failure_codes = {c: codes[c] for c in FAILURE_CODES if codes.get(c)}
+    record.agents = [a for a in table.agents if a]
+    record.models = [m for m in table.models if m]
+    record.datasets = [d for d in table.datasets if d]
+    txn.put("jobs", job_id, to_builtins(record))
+    counts = job_counts(everything)
+    return ImportReport(
+        job=job_id,
+        name=record.name,
+        trials=counts["trials"],
+        imported=len(parsed.trials),
+        invalid=counts["invalid"],
+        errored=counts["errored"],
+        no_verifier=counts["no_verifier"],
+        failure_codes=record.failure_codes,
+        diagnostics=record.diagnostics,
+    )
+
+
+def import_records(
+    store: Store, job_id: str, records: list[TrialRecord], reward_key: str, name: str
+) -> ImportReport:
+    """Store saved trials (from ``trials.jsonl``) as job ``job_id``: records and the reward
+    table only (their evidence stays where it was)."""
+    assign_attempts(records)
+    record = JobRecord(job_id=job_id, name=name, reward_key=reward_key)
+    table = table_from_records(records, reward_key, jobs=[job_id])
+    parsed = ImportedJob(job_id=job_id, record=record, trials=records, table=table)
+    existing = store.index.read(lambda txn: txn.get("jobs", job_id))
+    previous = from_builtins(existing, JobRecord) if existing else None
+    if previous is not None:
+        record.name, record.path = previous.name, previous.path
+        record.dictionary = previous.dictionary
+    return store.index.write(lambda txn: _store_job(txn, parsed, previous))
+
+
+def _maybe(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _json(path: Path) -> Any:
+    import msgspec
+
+    data = _maybe(path)
+    if data is None:
+        return None
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return None
+
+
+def jobs(store: Store) -> list[JobRecord]:
+    """Every imported job, by job id."""
+    return store.index.read(
+        lambda txn: [from_builtins(raw, JobRecord) for _, raw in txn.items("jobs")]
+    )
+
+
+def job_record(store: Store, job: str) -> JobRecord:
+    """The job with id or name ``job``. UnknownReferenceError if none (or a name is shared
+    by several jobs: use the id)."""
+
+    def body(txn: Txn) -> JobRecord:
+        raw = txn.get("jobs", job)
+        if raw is not None:
+            return from_builtins(raw, JobRecord)
+        named = [raw for _, raw in txn.items("jobs") if raw.get("name") == job]
+        if len(named) == 1:
+            return from_builtins(named[0], JobRecord)
+        if named:
+            raise UnknownReferenceError(job, f"{len(named)} jobs have that name; use the id")
+        raise UnknownReferenceError(job, "no imported job with that id or name")
+
+    return store.index.read(body)
+
+
+def reward_table(store: Store, job: str) -> RewardTable:
+    """The stored :class:`RewardTable` of a job (by id or name)."""
+    job_id = job_record(store, job).job_id
+    data = store.index.read(lambda txn: txn.get("reward_tables", job_id))
+    if data is None:
+        raise UnknownReferenceError(job, "the job has no reward table")
+    return RewardTable.from_bytes(data)
+
+
+def trial_records(store: Store, job: str) -> list[TrialRecord]:
+    """The job's trial records (by id or name), by trial name."""
+    job_id = job_record(store, job).job_id
+    return store.index.read(
+        lambda txn: [
+            from_builtins(raw, TrialRecord) for _, raw in txn.items("trials", f"{job_id}/")
+        ]
+    )
+
+
+def evidence_bytes(store: Store, digest: str) -> bytes:
+    """The raw result.json bytes kept as evidence under ``digest`` (decompressed)."""
+
+    def body(txn: Txn) -> bytes:
+        entry = txn.get("evidence", digest)
+        if entry is None:
+            raise UnknownReferenceError(digest, "no evidence with that digest")
+        dictionary = txn.get("zstd_dicts", entry["dict"]) if entry.get("dict") else None
+        return decompress(entry["data"], dictionary)
+
+    return store.index.read(body)

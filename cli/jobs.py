@@ -1,0 +1,197 @@
+"""``casstore import`` and ``casstore export``: Harbor job trees and saved trials.
+
+``casstore [--store DIR] import PATH... [--name NAME] [--reward-key reward] [--json]`` imports
+job directories, directories of job directories and ``*.jsonl`` saved-trials files. ``--json``
+prints one object per job (a list when several): ``job``, ``trials``, ``imported``,
+``invalid``, ``errored``, ``no_verifier``, ``failure_codes``, ``diagnostics``.
+
+``casstore export JOB -o FILE [--reward-key K]`` writes the saved trials (``trials.jsonl``) of
+an imported job (id or name), or of a job directory read directly (no store involved), which
+is the one command that rebuilds a saved-trials file: ``casstore export JOB_DIR -o FILE
+--reward-key K``.
+
+Exit status: 0 ok; 1 a check failed (an unusable job, a refused saved-trials file); 2 bad usage
+(a path that is not a job directory, an unknown job).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from casstore.errors import UsageError
+from casstore.store import Store
+from casstore.trials import find_jobs, read_job, write_trials_jsonl
+from casstore.trials.jobs import assign_attempts, record_reward_key
+from cli.options import GlobalOptions, JsonOption
+from cli.output import emit_json, err_console, out_console
+
+__all__ = ["job_rows", "ls_jobs", "register"]
+
+RewardKeyOption = Annotated[
+    str, typer.Option("--reward-key", help="The primary reward key (default reward).")
+]
+
+
+class _Bar:
+    """A rich progress bar on stderr (``start(total)``, ``advance(label)``)."""
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+        self._task = progress.add_task("import", total=None)
+        self._pending = 0
+
+    def start(self, total: int) -> None:
+        self._progress.update(self._task, total=total)
+
+    def advance(self, label: str) -> None:
+        self._pending += 1
+        if self._pending >= 64:
+            self._progress.update(self._task, advance=self._pending, description=label[:40])
+            self._pending = 0
+
+    def flush(self) -> None:
+        self._progress.update(self._task, advance=self._pending)
+        self._pending = 0
+
+
+class _Silent:
+    def start(self, total: int) -> None:
+        pass
+
+    def advance(self, label: str) -> None:
+        pass
+
+
+@contextmanager
+def _bar():
+    """A progress bar on stderr when it is a terminal; otherwise no output at all."""
+    if not err_console.is_terminal:
+        yield _Silent()
+        return
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err_console,
+        transient=True,
+    )
+    with progress:
+        bar = _Bar(progress)
+        yield bar
+        bar.flush()
+
+
+def import_(
+    ctx: typer.Context,
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Harbor job directories, directories of them, or trials .jsonl."),
+    ],
+    name: Annotated[
+        str | None, typer.Option("--name", help="Name of the job (a single job only).")
+    ] = None,
+    reward_key: RewardKeyOption = "reward",
+    json: JsonOption = False,
+) -> None:
+    """Import Harbor job directories (or saved trials) into the store; re-import adds only
+    new trials."""
+    for path in paths:
+        if not path.exists():
+            raise UsageError(str(path), "no such file or directory")
+    options: GlobalOptions = ctx.obj
+    with Store(options.store) as store, _bar() as bar:
+        reports = store.import_jobs(paths, reward_key=reward_key, name=name, progress=bar)
+    if json:
+        items = [r.to_json() for r in reports]
+        emit_json(items[0] if len(items) == 1 else items)
+        return
+    for r in reports:
+        codes = ", ".join(f"{c}={n}" for c, n in r.failure_codes.items()) or "none"
+        out_console.print(
+            f"{r.name}  {r.job}: {r.trials} trials ({r.imported} new), {r.invalid} invalid, "
+            f"{r.errored} errored, {r.no_verifier} without verifier; failures: {codes}"
+        )
+        for diagnostic in r.diagnostics:
+            detail = diagnostic.get("message") or diagnostic.get("count") or ""
+            out_console.print(f"  {diagnostic['code']}: {detail}")
+
+
+def export(
+    ctx: typer.Context,
+    job: Annotated[str, typer.Argument(help="An imported job (id or name) or a job directory.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The trials.jsonl to write.")],
+    reward_key: Annotated[
+        str | None,
+        typer.Option(
+            "--reward-key",
+            help="Primary reward key (default: the job's; required meaning for a directory: "
+            "reward).",
+        ),
+    ] = None,
+    json: JsonOption = False,
+) -> None:
+    """Write a job's saved trials (one JSON object per trial) to a file."""
+    path = Path(job)
+    if path.is_dir():
+        (job_dir,) = _single_job(path)
+        parsed = read_job(job_dir, reward_key or "reward")
+        records, job_id = parsed.trials, parsed.job_id
+    else:
+        options: GlobalOptions = ctx.obj
+        with Store(options.store) as store:
+            record = store.job(job)
+            records = store.trial_records(record.job_id)
+            job_id = record.job_id
+        key = reward_key or record.reward_key
+        record_reward_key(records, key)
+        assign_attempts(records)
+    written = write_trials_jsonl(records, output)
+    if json:
+        emit_json({"job": job_id, "trials": written, "output": str(output)})
+        return
+    out_console.print(f"{written} trials of {job_id} written to {output}")
+
+
+def _single_job(path: Path) -> list[Path]:
+    jobs = find_jobs([path])
+    if len(jobs) != 1:
+        raise UsageError(str(path), f"holds {len(jobs)} jobs; export one job directory")
+    return jobs
+
+
+def job_rows(store: Store) -> list[dict[str, Any]]:
+    """``casstore ls jobs`` rows: job id, name, trials, reward key, failure codes, path."""
+    return [
+        {
+            "job": record.job_id,
+            "name": record.name,
+            "trials": record.trials,
+            "reward_key": record.reward_key,
+            "failure_codes": record.failure_codes,
+            "path": record.path,
+        }
+        for record in store.jobs()
+    ]
+
+
+def ls_jobs(options: GlobalOptions, json: bool) -> None:
+    """``casstore ls jobs [--json]``: the imported jobs of the store."""
+    with Store(options.store) as store:
+        rows = job_rows(store)
+    if json:
+        emit_json(rows)
+        return
+    for row in rows:
+        codes = ", ".join(f"{c}={n}" for c, n in row["failure_codes"].items()) or "-"
+        out_console.print(f"{row['name']}  {row['job']}  {row['trials']} trials  {codes}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``import`` and ``export`` to ``app``."""
+    app.command("import")(import_)
+    app.command()(export)

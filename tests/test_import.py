@@ -1,0 +1,294 @@
+"""Job import into a store: real Harbor data, idempotent and incremental re-import, saved
+trials (trials.jsonl), the CLI (JSON outputs and exit codes)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from casstore.errors import RewardKeyError
+from casstore.store import Store
+from casstore.trials import read_job, read_trials_jsonl, table_from_records, write_trials_jsonl
+from casstore.trials.records import REWARD_KEY_METADATA
+from cli.main import run
+from scoring.table import Flag, Kind
+from tests.trials_builder import make_job, trial_json, trial_result, write_trial
+
+TB2 = Path("jobs/tb2-haiku/jobs/2026-05-10__01-23-57")
+
+
+def call(capsys: pytest.CaptureFixture[str], store: Path, *argv: str) -> tuple[int, object, str]:
+    """Run the CLI with ``--store store``: (exit status, JSON or stdout text, stderr)."""
+    capsys.readouterr()
+    code = run(["--store", str(store), *argv])
+    captured = capsys.readouterr()
+    try:
+        return code, json.loads(captured.out), captured.err
+    except ValueError:
+        return code, captured.out, captured.err
+
+
+# real data ------------------------------------------------------------------------------------
+
+
+@pytest.mark.realdata
+def test_tb2_job_facts(fixtures_dir: Path) -> None:
+    job_dir = fixtures_dir / TB2
+    job = read_job(job_dir)
+    assert len(job.trials) == 89 and len(job.table) == 89
+    assert job.job_id == "1ea8f217-0d00-4ce0-859b-0fc92e7325d7"
+    assert sum(not r.has_verifier for r in job.trials) == 1
+    errored = [r for r in job.trials if r.exception_type is not None]
+    assert len(errored) == 21
+    assert sum(r.rewards is not None for r in errored) == 20
+    types = sorted(r.exception_type for r in errored)
+    assert types.count("AgentTimeoutError") == 17
+    assert types.count("NonZeroAgentExitCodeError") == 4
+    assert all(r.valid for r in job.trials)
+    for record in job.trials:
+        reward_txt = job_dir / record.trial_name / "verifier" / "reward.txt"
+        if record.rewards is None:
+            assert not reward_txt.exists()
+        else:
+            assert record.rewards == {"reward": float(reward_txt.read_text())}
+            assert record.kinds == {"reward": Kind.NUMBER}
+    table = job.table
+    assert int(np.count_nonzero(table.flags & Flag.NO_VERIFIER)) == 1
+    assert int(np.count_nonzero(table.flags & Flag.EXCEPTION)) == 21
+    # Harbor's recorded mean counts the attempt without a reward as 0
+    harbor_mean = float(np.nan_to_num(table.primary, nan=0.0).sum() / len(table))
+    assert harbor_mean == 0.4157303370786517
+    assert job.record.recorded_metrics["predev-auto__terminal-bench"] == [
+        {"mean": 0.4157303370786517}
+    ]
+    assert job.failure_codes == {"verifier_result_missing": 1, "trial_exception": 20}
+    # Harbor 0.20 rejects these 0.6.4 files (mounts_json): a diagnostic, never a rejection
+    (drift,) = [d for d in job.diagnostics if d["code"] == "harbor_schema_drift"]
+    assert drift["count"] == drift["trials"] == 89 and drift["job_files"] == ["config.json"]
+    assert table.agents == ["", "predev-auto@0.1.0"] and table.datasets == ["", "terminal-bench"]
+
+
+@pytest.mark.realdata
+def test_full_trials_keep_their_evidence(fixtures_dir: Path, tmp_path: Path) -> None:
+    with Store(tmp_path / "store") as store:
+        (report,) = store.import_jobs([fixtures_dir / "jobs" / "full-trials"])
+        assert report.trials == report.imported == 3
+        assert report.failure_codes["job_result_missing_partial"] == 1
+        records = store.trial_records(report.job)
+        assert len(records) == 3
+        for record in records:
+            raw = Path(record.result_path).read_bytes()
+            assert store.evidence(record.evidence) == raw
+            assert record.evidence_bytes == len(raw)
+        assert {r.exception_type for r in records} == {None, "NonZeroAgentExitCodeError"}
+
+
+@pytest.mark.realdata
+def test_tb2_store_round_trip_and_evidence(fixtures_dir: Path, tmp_path: Path) -> None:
+    with Store(tmp_path / "store") as store:
+        (report,) = store.import_jobs([fixtures_dir / TB2])
+        assert (report.trials, report.imported, report.errored, report.no_verifier) == (
+            89,
+            89,
+            21,
+            1,
+        )
+        record = store.jobs()[0]
+        assert record.dictionary is not None  # 89 files: a trained dictionary
+        table = store.reward_table(record.name)
+        assert len(table) == 89 and table.trials == read_job(fixtures_dir / TB2).table.trials
+        trial = store.trial_records(record.job_id)[5]
+        assert store.evidence(trial.evidence) == Path(trial.result_path).read_bytes()
+
+
+# store ----------------------------------------------------------------------------------------
+
+
+def _job(tmp_path: Path, n: int = 4) -> Path:
+    trials = {
+        f"t{i % 2}__{i}": trial_json(
+            trial_result(f"t{i % 2}", f"t{i % 2}__{i}", {"reward": i % 2, "acc": 0.5}, started=i)
+        )
+        for i in range(n)
+    }
+    return make_job(tmp_path / "job", trials, expected=n)
+
+
+def _snapshot(store: Store, job: str) -> tuple:
+    table = store.reward_table(job)
+    records = store.trial_records(job)
+    return table.to_bytes(), [(r.trial_name, r.attempt, r.evidence) for r in records]
+
+
+def test_import_is_idempotent(tmp_path: Path) -> None:
+    job_dir = _job(tmp_path)
+    with Store(tmp_path / "store") as store:
+        (first,) = store.import_jobs([job_dir])
+        before = _snapshot(store, first.job)
+        (second,) = store.import_jobs([job_dir])
+        assert second.imported == 0 and second.trials == first.trials == 4
+        assert _snapshot(store, first.job) == before
+        assert len(store.jobs()) == 1
+        assert second.failure_codes == first.failure_codes == {}
+
+
+def test_incremental_import_adds_new_trials(tmp_path: Path) -> None:
+    job_dir = _job(tmp_path)
+    with Store(tmp_path / "store") as store:
+        (first,) = store.import_jobs([job_dir])
+        # a new trial of t0 that started before every other one: attempts shift
+        write_trial(
+            job_dir, "t0__new", trial_json(trial_result("t0", "t0__new", {"reward": 1}, started=-5))
+        )
+        (second,) = store.import_jobs([job_dir])
+        assert second.imported == 1 and second.trials == 5
+        attempts = {r.trial_name: r.attempt for r in store.trial_records(first.job)}
+        assert attempts["t0__new"] == 0 and attempts["t0__0"] == 1 and attempts["t0__2"] == 2
+        table = store.reward_table(first.job)
+        assert len(table) == 5 and "t0__new" in table.trials
+        assert second.failure_codes == {"trial_count_mismatch": 1}  # lock.json said 4
+
+
+def test_reward_table_by_name_and_unknown_job(tmp_path: Path) -> None:
+    from casstore.errors import UnknownReferenceError
+
+    with Store(tmp_path / "store") as store:
+        (report,) = store.import_jobs([_job(tmp_path)], name="mine")
+        assert store.reward_table("mine").jobs == [report.job]
+        with pytest.raises(UnknownReferenceError):
+            store.reward_table("nope")
+
+
+# saved trials -----------------------------------------------------------------------------------
+
+
+def test_trials_jsonl_round_trip(tmp_path: Path) -> None:
+    trials = {
+        "a__1": trial_json(trial_result("a", "a__1"), '{"rewards": {"reward": NaN, "x": true}}'),
+        "b__1": trial_json(trial_result("b", "b__1", exception="AgentTimeoutError")),
+        "c__1": trial_json(trial_result("c", "c__1"), '{"rewards": {"reward": null}}'),
+        "d__1": trial_json(trial_result("d", "d__1", verifier=False)),
+    }
+    job = read_job(make_job(tmp_path / "job", trials), reward_key="reward")
+    path = tmp_path / "trials.jsonl"
+    assert write_trials_jsonl(job.trials, path) == 4
+    key, records = read_trials_jsonl(path)
+    assert key == "reward"
+    assert [r.trial_name for r in records] == [r.trial_name for r in job.trials]
+    nan_row = records[0]
+    assert math.isnan(nan_row.rewards["reward"]) and nan_row.rewards["x"] == 1.0
+    assert nan_row.kinds == {"reward": Kind.NONFINITE, "x": Kind.BOOLEAN}
+    assert records[1:] == job.trials[1:]
+    again = table_from_records(records, key, jobs=[job.job_id])
+    assert again.to_bytes() == job.table.to_bytes()
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _write_lines(path: Path, items: list[dict]) -> None:
+    path.write_text("".join(json.dumps(item) + "\n" for item in items))
+
+
+def test_saved_trials_refused_without_or_with_mixed_reward_keys(tmp_path: Path) -> None:
+    job_dir = _job(tmp_path)
+    path = tmp_path / "trials.jsonl"
+    write_trials_jsonl(read_job(job_dir).trials, path)
+    items = _lines(path)
+    items[2]["metadata"] = {REWARD_KEY_METADATA: "acc"}
+    _write_lines(path, items)
+    with pytest.raises(RewardKeyError) as mixed:
+        read_trials_jsonl(path)
+    message = str(mixed.value)
+    assert ":3:" in message and "'acc'" in message
+    assert f"casstore export {job_dir.resolve()} -o FILE --reward-key reward" in message
+    del items[2]["metadata"]
+    _write_lines(path, items)
+    with pytest.raises(RewardKeyError, match=r"has no metadata\['harbor_primary_reward_key'\]"):
+        read_trials_jsonl(path)
+    with pytest.raises(RewardKeyError, match="casstore export"):
+        read_trials_jsonl(path)
+
+
+# CLI --------------------------------------------------------------------------------------------
+
+
+def test_cli_import_export_ls(tmp_path: Path, capsys) -> None:
+    store = tmp_path / "store"
+    job_dir = _job(tmp_path)
+    code, report, _ = call(capsys, store, "import", str(job_dir), "--json")
+    assert code == 0
+    assert set(report) == {
+        "job",
+        "trials",
+        "imported",
+        "invalid",
+        "errored",
+        "no_verifier",
+        "failure_codes",
+        "diagnostics",
+    }
+    assert (report["trials"], report["imported"], report["invalid"]) == (4, 4, 0)
+    code, again, _ = call(capsys, store, "import", str(job_dir), "--json")
+    assert code == 0 and again["imported"] == 0
+    code, rows, _ = call(capsys, store, "ls", "jobs", "--json")
+    assert code == 0 and [r["job"] for r in rows] == [report["job"]]
+    assert rows[0]["name"] == "job" and rows[0]["trials"] == 4
+    out = tmp_path / "out.jsonl"
+    code, exported, _ = call(capsys, store, "export", "job", "-o", str(out), "--json")
+    assert code == 0 and exported["trials"] == 4 and len(_lines(out)) == 4
+    # rebuilding from the job directory with another key is one command, no store needed
+    rebuilt = tmp_path / "acc.jsonl"
+    code, _, _ = call(
+        capsys, store, "export", str(job_dir), "-o", str(rebuilt), "--reward-key", "acc"
+    )
+    assert code == 0
+    assert read_trials_jsonl(rebuilt)[0] == "acc"
+    # saved trials import as their job
+    code, saved, _ = call(capsys, tmp_path / "other", "import", str(rebuilt), "--json")
+    assert code == 0 and saved["job"] == report["job"] and saved["trials"] == 4
+
+
+def test_cli_several_jobs_give_a_list(tmp_path: Path, capsys) -> None:
+    runs = tmp_path / "runs"
+    for name in ("a", "b"):
+        make_job(runs / name, {"t__1": trial_json(trial_result("t", "t__1"))}, job_id=name)
+    code, reports, _ = call(capsys, tmp_path / "store", "import", str(runs), "--json")
+    assert code == 0 and [r["job"] for r in reports] == ["a", "b"]
+
+
+def test_cli_exit_codes(tmp_path: Path, capsys) -> None:
+    store = tmp_path / "store"
+    (tmp_path / "plain").mkdir()
+    code, _, err = call(capsys, store, "import", str(tmp_path / "plain"))
+    assert code == 2 and err.count("\n") == 1 and str(tmp_path / "plain") in err
+    code, _, err = call(capsys, store, "import", str(tmp_path / "missing"))
+    assert code == 2 and "missing" in err
+    code, _, err = call(capsys, store, "export", "unknown-job", "-o", str(tmp_path / "x"))
+    assert code == 2
+    job_dir = _job(tmp_path)
+    path = tmp_path / "trials.jsonl"
+    write_trials_jsonl(read_job(job_dir).trials, path)
+    items = _lines(path)
+    items[1]["metadata"] = {REWARD_KEY_METADATA: "acc"}
+    _write_lines(path, items)
+    code, _, err = call(capsys, store, "import", str(path))
+    assert code == 1 and "casstore export" in err and err.count("\n") == 1
+    # a directory with trial dirs but nothing readable and no job result: check failure
+    broken = make_job(tmp_path / "broken", {"t__1": "garbage"}, job_id=None)
+    code, _, err = call(capsys, store, "import", str(broken))
+    assert code in (1, 2)
+
+
+def test_shutil_copy_of_job_keeps_id(tmp_path: Path) -> None:
+    """The job id comes from Harbor's job result.json, not from where the directory is."""
+    job_dir = _job(tmp_path)
+    copy = tmp_path / "elsewhere" / "job"
+    shutil.copytree(job_dir, copy)
+    assert read_job(copy).job_id == read_job(job_dir).job_id
