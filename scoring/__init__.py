@@ -9,7 +9,13 @@ Entry points: :func:`score` (a :class:`RewardTable` → :class:`ScoreReport`),
 
 from scoring._engine import DEFAULT_GROUP_BY, GROUP_FIELDS, score, summarize
 from scoring._errors import MetricScriptError, ScoringError
-from scoring._harbor import HarborRewards, evals_key, harbor_metric, harbor_pass_at_k
+from scoring._harbor import (
+    BUILTIN_METRICS,
+    HarborRewards,
+    evals_key,
+    harbor_metric,
+    harbor_pass_at_k,
+)
 from scoring._mean import OutputStats, output_stats
 from scoring._metric_script import run_metric_script
 from scoring._partials import Partials
@@ -20,7 +26,10 @@ from scoring._views import Signal, View, evaluate_views, load_views, parse_views
 from scoring.report import SCHEMA, ScoreReport
 from scoring.table import Flag, Kind, RewardTable
 
+BUILTIN_METRIC_NAMES: tuple[str, ...] = tuple(BUILTIN_METRICS)
+
 __all__ = [
+    "BUILTIN_METRIC_NAMES",
     "DEFAULT_GROUP_BY",
     "GROUP_FIELDS",
     "SCHEMA",

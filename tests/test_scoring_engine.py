@@ -1,0 +1,250 @@
+"""Engine-level behaviour: mergeable partials, metric.py scripts, views, table concatenation."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scoring import (
+    MetricScriptError,
+    Partials,
+    ScoringError,
+    apply_rules,
+    load_views,
+    run_metric_script,
+    score,
+    summarize,
+)
+from scoring._inputs import concat_tables
+from tests.scoring_helpers import make_table
+
+ROWS = [
+    {"task": t, "rewards": r, "agent": a, "exception": e}
+    for t, r, a, e in [
+        ("a", {"reward": 1.0, "fmt": 0.5}, "x@1", None),
+        ("a", {"reward": 0.0}, "x@1", "RuntimeError"),
+        ("a", {"reward": 1.0, "fmt": 0.25}, "y@1", None),
+        ("b", None, "x@1", "AgentTimeoutError"),
+        ("b", {"reward": 1.0}, "x@1", None),
+        ("b", "invalid", "y@1", None),
+        ("c", {"reward": 0.75, "style": 1.0}, "x@1", None),
+        ("c", {"reward": 1.0, "style": True}, "y@1", None),
+        ("d", {"reward": 1.0}, "y@1", None),
+        ("d", {"reward": 1.0}, "y@1", None),
+    ]
+]
+
+
+def partials_of(rows) -> Partials:
+    table = make_table(rows)
+    return Partials.from_table(table, apply_rules(table), 1.0)
+
+
+def assert_same_report(a, b) -> None:
+    ja, jb = a.to_json(), b.to_json()
+    for key in ("counts", "outputs", "pass_at_k", "pass_hat_k", "groups", "tasks", "ks"):
+        assert ja[key] == jb[key], key
+    assert ja["failure_rollup"] == jb["failure_rollup"]
+
+
+@pytest.mark.parametrize("split", ["by_task", "by_row"])
+def test_two_shards_merged_equal_the_whole(split: str) -> None:
+    if split == "by_task":
+        first = [r for r in ROWS if r["task"] in ("a", "c")]
+        second = [r for r in ROWS if r["task"] not in ("a", "c")]
+    else:  # a task's attempts split between shards (values are dyadic: exact sums)
+        first, second = ROWS[::2], ROWS[1::2]
+    merged = partials_of(first) + partials_of(second)
+    whole = score(make_table(ROWS))
+    for name in ("cell", "attempts", "successes", "status", "present", "measured", "sums"):
+        assert np.array_equal(getattr(merged, name), getattr(whole.partials, name)), name
+    assert merged.labels == whole.partials.labels
+    assert merged.outputs == whole.partials.outputs
+    assert_same_report(summarize(merged), whole)
+    assert_same_report(summarize(partials_of(second) + partials_of(first)), whole)
+
+
+def test_merge_refuses_different_reward_keys_or_thresholds() -> None:
+    a = partials_of(ROWS)
+    table = make_table([{"task": "z", "rewards": {"score": 1.0}}], reward_key="score")
+    with pytest.raises(ScoringError, match="reward keys"):
+        a + Partials.from_table(table, apply_rules(table), 1.0)
+    table = make_table(ROWS)
+    with pytest.raises(ScoringError, match="threshold"):
+        a + Partials.from_table(table, apply_rules(table), 0.5)
+
+
+# --- metric.py ------------------------------------------------------------------------------
+
+TEMPLATE = textwrap.dedent(
+    """
+    # /// script
+    # dependencies = []
+    # ///
+    import argparse
+    import json
+    from pathlib import Path
+
+
+    def main(input_path, output_path):
+        values = []
+        for line in input_path.read_text().splitlines():
+            reward = json.loads(line)
+            if reward is None:
+                values.append(0)
+            elif len(reward) != 1:
+                raise ValueError(f"expected one key per reward, got {len(reward)}")
+            else:
+                values.extend(reward.values())
+        mean = sum(values) / len(values) if values else 0
+        output_path.write_text(json.dumps({"mean": mean, "n": len(values)}))
+
+
+    if __name__ == "__main__":
+        parser = argparse.ArgumentParser()
+        parser.add_argument("-i", "--input-path", type=Path, required=True)
+        parser.add_argument("-o", "--output-path", type=Path, required=True)
+        arguments = parser.parse_args()
+        main(arguments.input_path, arguments.output_path)
+    """
+)
+
+
+@pytest.fixture
+def template(tmp_path: Path) -> Path:
+    path = tmp_path / "metric.py"
+    path.write_text(TEMPLATE)
+    return path
+
+
+def test_template_metric_script_like_harbor(template: Path) -> None:
+    rows = [
+        {"task": f"t{i}", "rewards": r}
+        for i, r in enumerate([{"reward": 1}, None, "invalid", {"reward": 0.5}])
+    ]
+    report = score(make_table(rows), metrics=["mean", template])
+    assert report.harbor_metrics == [{"mean": 0.5}, {"mean": 0.5, "n": 3}]
+    assert run_metric_script(template, [None, {"reward": 1.0}]) == {"mean": 0.5, "n": 2}
+
+
+def test_metric_script_input_lines(tmp_path: Path) -> None:
+    script = tmp_path / "echo.py"
+    script.write_text(
+        "import sys, json, pathlib\n"
+        "args = dict(zip(sys.argv[1::2], sys.argv[2::2]))\n"
+        "lines = pathlib.Path(args['-i']).read_text().splitlines()\n"
+        "pathlib.Path(args['-o']).write_text(json.dumps({'lines': lines}))\n"
+    )
+    result = run_metric_script(script, [{"reward": 1.0, "x": 0.5}, None])
+    assert result == {"lines": ['{"reward": 1.0, "x": 0.5}', "null"]}
+
+
+def test_failing_metric_script_carries_stderr(template: Path) -> None:
+    with pytest.raises(MetricScriptError, match="expected one key per reward") as caught:
+        run_metric_script(template, [{"reward": 1.0, "style": 0.5}])
+    assert "exit 1" in str(caught.value) and str(template) in str(caught.value)
+
+
+def test_hanging_metric_script_times_out(tmp_path: Path) -> None:
+    script = tmp_path / "hang.py"
+    script.write_text(
+        "import sys, time\nprint('still thinking', file=sys.stderr, flush=True)\ntime.sleep(60)\n"
+    )
+    started = time.monotonic()
+    with pytest.raises(MetricScriptError, match="timed out after 1 s: still thinking"):
+        run_metric_script(script, [None], timeout=1.0)
+    assert time.monotonic() - started < 10
+
+
+def test_metric_script_must_write_a_json_object(tmp_path: Path) -> None:
+    script = tmp_path / "list.py"
+    script.write_text("import sys, pathlib\npathlib.Path(sys.argv[4]).write_text('[1]')\n")
+    with pytest.raises(MetricScriptError, match="not a JSON object"):
+        run_metric_script(script, [None])
+    with pytest.raises(MetricScriptError, match="not found"):
+        run_metric_script(tmp_path / "missing.py", [None])
+
+
+def test_metric_script_runs_with_this_interpreter_without_uv(monkeypatch, template) -> None:
+    from scoring import _metric_script
+
+    monkeypatch.setattr(_metric_script.shutil, "which", lambda name: None)
+    command = _metric_script.metric_command(template, Path("i"), Path("o"))
+    assert command == [sys.executable, str(template), "-i", "i", "-o", "o"]
+    monkeypatch.setattr(_metric_script.shutil, "which", lambda name: "/usr/bin/uv")
+    assert _metric_script.metric_command(template, Path("i"), Path("o"))[:2] == [
+        "/usr/bin/uv",
+        "run",
+    ]
+
+
+# --- views ----------------------------------------------------------------------------------
+
+
+def test_views_from_toml_and_json(tmp_path: Path) -> None:
+    toml = tmp_path / "views.toml"
+    toml.write_text(
+        '[views.quality]\nreducer = "mean"\nsignals = [\n'
+        '  { metric = "harbor_reward", output = "reward" },\n'
+        '  { metric = "harbor_reward", output = "fmt" },\n]\n'
+        '[views.best]\nreducer = "max"\nsignals = [{ metric = "mean", output = "fmt" },'
+        ' { metric = "mean", output = "reward" }]\n'
+    )
+    report = score(make_table(ROWS), views=toml)
+    reward, fmt = report.outputs["reward"].mean, report.outputs["fmt"].mean
+    assert report.views["quality"]["value"] == (reward + fmt) / 2
+    assert report.views["best"]["value"] == max(report.harbor_metrics[0].values())
+    as_json = tmp_path / "views.json"
+    as_json.write_text(
+        json.dumps(
+            {
+                "views": [
+                    {
+                        "name": "low",
+                        "reducer": "min",
+                        "signals": [
+                            {"metric": "harbor_reward", "output": "reward"},
+                            {"metric": "harbor_reward", "output": "fmt"},
+                        ],
+                    }
+                ]
+            }
+        )
+    )
+    assert score(make_table(ROWS), views=as_json).views["low"]["value"] == min(reward, fmt)
+    assert [v.name for v in load_views(toml)] == ["quality", "best"]
+
+
+def test_views_skip_unmeasured_and_reject_unknown_signals(tmp_path: Path) -> None:
+    rows = [{"task": "a", "rewards": {"reward": 1.0, "fmt": True}}]
+    from scoring import View
+    from scoring._views import Signal
+
+    view = View("v", "sum", (Signal("harbor_reward", "reward"), Signal("harbor_reward", "fmt")))
+    assert score(make_table(rows), views=[view]).views["v"]["value"] == 1.0
+    bad = View("v", "sum", (Signal("harbor_reward", "nope"),))
+    with pytest.raises(ScoringError, match="nope"):
+        score(make_table(rows), views=[bad])
+    broken = tmp_path / "broken.toml"
+    broken.write_text('[views.v]\nreducer = "median"\nsignals = []\n')
+    with pytest.raises(ScoringError, match="unknown reducer"):
+        load_views(broken)
+
+
+# --- several sources ------------------------------------------------------------------------
+
+
+def test_concat_tables_and_reward_key_agreement() -> None:
+    first = make_table(ROWS[:5])
+    second = make_table(ROWS[5:])
+    merged = concat_tables([first, second])
+    assert_same_report(score(merged), score(make_table(ROWS)))
+    other = make_table([{"task": "a", "rewards": {"score": 1.0}}], reward_key="score")
+    with pytest.raises(ScoringError, match="disagree on the primary reward key"):
+        concat_tables([first, other])
