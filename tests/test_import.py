@@ -292,3 +292,13 @@ def test_shutil_copy_of_job_keeps_id(tmp_path: Path) -> None:
     copy = tmp_path / "elsewhere" / "job"
     shutil.copytree(job_dir, copy)
     assert read_job(copy).job_id == read_job(job_dir).job_id
+
+
+@pytest.mark.realdata
+def test_reimport_keeps_drift_diagnostic(fixtures_dir: Path, tmp_path: Path) -> None:
+    with Store(tmp_path / "store") as store:
+        (first,) = store.import_jobs([fixtures_dir / TB2])
+        (second,) = store.import_jobs([fixtures_dir / TB2])
+        assert second.imported == 0 and second.trials == 89
+        assert second.failure_codes == first.failure_codes
+        assert [d["code"] for d in second.diagnostics] == [d["code"] for d in first.diagnostics]

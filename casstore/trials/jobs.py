@@ -44,7 +44,8 @@ __all__ = [
 ]
 
 PARALLEL_MIN = 4000
-CHUNK = 1000
+CHUNK = 500
+TRAIN_SAMPLES = 500
 DRIFT_SAMPLE = 200
 _JSON = msgspec.json.Decoder()
 
@@ -99,6 +100,22 @@ def _is_job_dir(path: Path) -> bool:
     if _is_trial_dir(path):
         return False
     return any(_is_trial_dir(child) for child in _subdirs(path)[:8])
+
+
+def _subdir_names(path: Path) -> list[str]:
+    """Names of the visible sub-directories of ``path`` (not following links), sorted."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return []
+    names = []
+    for entry in entries:
+        try:
+            if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
+                names.append(entry.name)
+        except OSError:
+            continue
+    return sorted(names)
 
 
 def _subdirs(path: Path) -> list[Path]:
@@ -159,54 +176,89 @@ def job_id_of(path: Path, result: Any, config_bytes: bytes | None) -> str:
 
 
 def _read_trial(
-    trial_dir: str, job_id: str, reward_key: str
+    job_dir: str, name: str, job_id: str, reward_key: str, evidence: Evidence
 ) -> tuple[TrialRecord | None, bytes | None, str | None]:
-    path = os.path.join(trial_dir, "result.json")
+    """``(record, compressed evidence, None)`` or ``(None, None, reason)``."""
+    path = f"{job_dir}/{name}/result.json"
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        with open(path, "rb", buffering=0) as handle:  # unbuffered: one read, no copy
+            data = handle.readall()
     except FileNotFoundError:
         return None, None, "result.json missing"
     except OSError as error:
         return None, None, f"result.json unreadable: {error.strerror or error}"
     if not data.strip():
-        return None, data, "result.json empty"
+        return None, None, "result.json empty"
     try:
         record = parse_result(data, job_id, reward_key)
     except ResultUnreadable as error:
-        return None, data, f"result.json unparseable: {error}"
+        return None, None, f"result.json unparseable: {error}"
     record.result_path = path
-    return record, data, None
+    record.evidence = f"sha256:{hashlib.sha256(data).hexdigest()}"
+    record.evidence_bytes = len(data)
+    record.evidence_dict = evidence.id
+    return record, evidence.compress(data), None
 
 
 _WORKER: dict[str, Any] = {}
+_Row = tuple[TrialRecord | None, bytes | None, str | None]
 
 
 def _worker_init(dictionary: bytes | None) -> None:
     _WORKER["evidence"] = Evidence(dictionary)
 
 
-def _worker_chunk(args: tuple[list[str], str, str]) -> bytes:
-    trial_dirs, job_id, reward_key = args
-    evidence: Evidence = _WORKER["evidence"]
-    out = []
-    for trial_dir in trial_dirs:
-        record, data, error = _read_trial(trial_dir, job_id, reward_key)
-        if record is not None and data is not None:
-            _attach_evidence(record, data, evidence)
-            out.append((record, evidence.compress(data), None))
-        else:
-            out.append((None, None, error))
-    return msgspec.msgpack.encode(out)
+def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> list[_Row]:
+    job_dir, names, job_id, reward_key = args
+    return [_read_trial(job_dir, name, job_id, reward_key, evidence) for name in names]
 
 
-_CHUNK_DECODER = msgspec.msgpack.Decoder(list[tuple[TrialRecord | None, bytes | None, str | None]])
+def _worker_chunk(args: tuple[str, list[str], str, str]) -> bytes:
+    return msgspec.msgpack.encode(_read_chunk(args, _WORKER["evidence"]))
 
 
-def _attach_evidence(record: TrialRecord, data: bytes, evidence: Evidence) -> None:
-    record.evidence = f"sha256:{hashlib.sha256(data).hexdigest()}"
-    record.evidence_bytes = len(data)
-    record.evidence_dict = evidence.id
+_CHUNK_DECODER = msgspec.msgpack.Decoder(list[_Row])
+
+
+def _read_all(
+    job_dir: str,
+    names: list[str],
+    job_id: str,
+    reward_key: str,
+    evidence: Evidence,
+    workers: int,
+    progress: Callable[[str], None],
+) -> list[_Row]:
+    """Read and parse every trial directory; with ``workers`` > 1 the calling process parses
+    every other chunk itself while ``workers - 1`` forked processes parse the rest."""
+    chunks = [
+        (job_dir, names[i : i + CHUNK], job_id, reward_key) for i in range(0, len(names), CHUNK)
+    ]
+    if workers <= 1 or len(chunks) < 2:
+        rows: list[_Row] = []
+        for chunk in chunks:
+            rows.extend(_read_chunk(chunk, evidence))
+            for name in chunk[1]:
+                progress(name)
+        return rows
+    parts: list[list[_Row] | None] = [None] * len(chunks)
+    with ProcessPoolExecutor(
+        workers - 1,
+        mp_context=_fork_context(),
+        initializer=_worker_init,
+        initargs=(evidence.dictionary,),
+    ) as pool:
+        remote = {i: pool.submit(_worker_chunk, chunks[i]) for i in range(1, len(chunks), workers)}
+        for i, chunk in enumerate(chunks):
+            if i not in remote:
+                parts[i] = _read_chunk(chunk, evidence)
+                for name in chunk[1]:
+                    progress(name)
+        for i, future in remote.items():
+            parts[i] = _CHUNK_DECODER.decode(future.result())
+            for name in chunks[i][1]:
+                progress(name)
+    return [row for part in parts if part is not None for row in part]
 
 
 def read_job(
@@ -225,9 +277,10 @@ def read_job(
     ``reward_key`` selects the primary reward of the table. ``skip``: trial directory names
     not to read (already imported; their trials are absent from the result). ``dictionary``:
     reuse this zstd dictionary instead of training one. ``progress(label)`` is called once per
-    trial directory. ``workers``: processes for parsing (default: 2 when the job has at least
-    ``PARALLEL_MIN`` trials, else in-process). ``check_harbor``: validate job files and a
-    sample of trials with Harbor's own models to report ``harbor_schema_drift``.
+    trial directory. ``workers``: processes parsing (default: 2 when the job has at least
+    ``PARALLEL_MIN`` trials, else 1; the calling process is one of them). ``check_harbor``:
+    validate job files and a sample of trials (up to ``DRIFT_SAMPLE``) with Harbor's own
+    models to report ``harbor_schema_drift``.
 
     Diagnostics (``code``): ``job_result_missing_partial``, ``trial_count_mismatch``,
     ``result_unreadable`` (with the trial directories), ``harbor_schema_drift``,
@@ -244,42 +297,20 @@ def read_job(
     lock = _decode(_read_bytes(path / "lock.json"))
     job_id = job_id_of(path, job_result, config_bytes)
     skipped = set(skip)
-    trial_dirs = [d for d in _subdirs(path) if d.name not in skipped]
+    all_names = _subdir_names(path)
+    names = [n for n in all_names if n not in skipped]
     if progress is None:
 
         def progress(label: str) -> None:
             return None
 
-    # dictionary from a sample, then parse (in parallel when large)
+    # a dictionary trained on a sample, then parse (in parallel when large)
     if dictionary is None:
-        samples = [
-            s for s in (_read_bytes(d / "result.json") for d in _sample(trial_dirs, 2000)) if s
-        ]
-        dictionary = train(samples)
+        samples = [_read_bytes(path / n / "result.json") for n in _sample(names, TRAIN_SAMPLES)]
+        dictionary = train([s for s in samples if s])
     evidence = Evidence(dictionary)
-    results: list[tuple[TrialRecord | None, bytes | None, str | None]] = []
-    names = [str(d) for d in trial_dirs]
     n_workers = workers if workers is not None else (2 if len(names) >= PARALLEL_MIN else 1)
-    if n_workers > 1 and len(names) > CHUNK:
-        chunks = [(names[i : i + CHUNK], job_id, reward_key) for i in range(0, len(names), CHUNK)]
-        context = _fork_context()
-        with ProcessPoolExecutor(
-            n_workers, mp_context=context, initializer=_worker_init, initargs=(dictionary,)
-        ) as pool:
-            for chunk, encoded in zip(chunks, pool.map(_worker_chunk, chunks), strict=True):
-                part = _CHUNK_DECODER.decode(encoded)
-                results.extend(part)
-                for trial_dir in chunk[0]:
-                    progress(os.path.basename(trial_dir))
-    else:
-        for trial_dir in names:
-            record, data, error = _read_trial(trial_dir, job_id, reward_key)
-            if record is not None and data is not None:
-                _attach_evidence(record, data, evidence)
-                results.append((record, evidence.compress(data), None))
-            else:
-                results.append((None, None, error))
-            progress(os.path.basename(trial_dir))
+    results = _read_all(str(path), names, job_id, reward_key, evidence, n_workers, progress)
 
     diagnostics: list[dict[str, Any]] = []
     trials: list[TrialRecord] = []
@@ -287,12 +318,12 @@ def read_job(
     unreadable: list[dict[str, str]] = []
     seen: set[str] = set()
     duplicates: list[str] = []
-    for trial_dir, (record, blob, error) in zip(trial_dirs, results, strict=True):
+    for trial_dir, (record, blob, error) in zip(names, results, strict=True):
         if record is None:
-            unreadable.append({"trial_dir": trial_dir.name, "reason": error or "unreadable"})
+            unreadable.append({"trial_dir": trial_dir, "reason": error or "unreadable"})
             continue
         if record.trial_name in seen:
-            duplicates.append(trial_dir.name)
+            duplicates.append(trial_dir)
             continue
         seen.add(record.trial_name)
         trials.append(record)
@@ -321,7 +352,7 @@ def read_job(
             }
         )
     expected, expected_from = _expected_trials(lock, job_result, config)
-    found = len(trials) + len(unreadable) + len(skipped & {d.name for d in _subdirs(path)})
+    found = len(trials) + len(unreadable) + len(skipped & set(all_names))
     if expected is not None and expected != found:
         codes["trial_count_mismatch"] = 1
         diagnostics.append(
@@ -333,7 +364,7 @@ def read_job(
             }
         )
     if check_harbor:
-        drift = _drift(trial_dirs, results, config_bytes)
+        drift = _drift(path, names, results, config_bytes)
         if drift is not None:
             diagnostics.append(drift)
     assign_attempts(trials)
@@ -390,7 +421,7 @@ def _fork_context() -> Any:
         return multiprocessing.get_context()
 
 
-def _sample(items: list[Path], n: int) -> list[Path]:
+def _sample[T](items: list[T], n: int) -> list[T]:
     if len(items) <= n:
         return items
     step = len(items) / n
@@ -443,7 +474,8 @@ def _expected_trials(lock: Any, result: Any, config: Any) -> tuple[int | None, s
 
 
 def _drift(
-    trial_dirs: list[Path],
+    path: Path,
+    names: list[str],
     results: list[tuple[TrialRecord | None, bytes | None, str | None]],
     config_bytes: bytes | None,
 ) -> dict[str, Any] | None:
@@ -453,11 +485,12 @@ def _drift(
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Harbor's deprecation warnings on old fields
-        return _drift_checked(trial_dirs, results, config_bytes)
+        return _drift_checked(path, names, results, config_bytes)
 
 
 def _drift_checked(
-    trial_dirs: list[Path],
+    path: Path,
+    names: list[str],
     results: list[tuple[TrialRecord | None, bytes | None, str | None]],
     config_bytes: bytes | None,
 ) -> dict[str, Any] | None:
@@ -476,11 +509,11 @@ def _drift_checked(
                 fields["config.json:" + _loc(item["loc"])] += 1
         except ValueError:
             job_files.append("config.json")
-    readable = [d for d, (record, _, _) in zip(trial_dirs, results, strict=True) if record]
+    readable = [n for n, (record, _, _) in zip(names, results, strict=True) if record]
     checked = _sample(readable, DRIFT_SAMPLE)
     drifted = 0
-    for trial_dir in checked:
-        data = _read_bytes(trial_dir / "result.json")
+    for name in checked:
+        data = _read_bytes(path / name / "result.json")
         if data is None:
             continue
         try:

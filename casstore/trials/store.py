@@ -179,6 +179,13 @@ def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> Imp
             codes[code] = parsed.failure_codes[code]
     if previous is not None:
         record.imported_at = previous.imported_at or record.imported_at
+        # drift seen on trials read earlier stays reported (a re-import reads only new ones)
+        codes_now = {d.get("code") for d in record.diagnostics}
+        record.diagnostics = record.diagnostics + [
+            d
+            for d in previous.diagnostics
+            if d.get("code") == "harbor_schema_drift" and "harbor_schema_drift" not in codes_now
+        ]
         if previous.dictionary and not parsed.trials:
             record.dictionary = previous.dictionary
     record.trials = len(everything)

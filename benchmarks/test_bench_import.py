@@ -1,0 +1,191 @@
+"""Import benchmark: casstore's job import against Harbor's own trial loader.
+
+Group ``import-trials``: one job directory of trial ``result.json`` files written with Harbor
+0.20's own models (``TrialResult(...).model_dump_json(indent=4)``, ~3.4 KB each, rewards of
+several shapes, 10% errored). Full size (``--benchmark-enable``): 100,000 trials; smoke size
+(the normal test run, ``--benchmark-disable``): 50.
+
+* baseline ``Harbor TrialResult.model_validate_json``: read every result.json and load it with
+  Harbor's model, as ``harbor.job.Job`` and ``harbor jobs`` do;
+* ``casstore read_job``: parse, validate rewards, compress evidence, build the reward table;
+* ``casstore read_job (1 process)``: the same in one process;
+* ``casstore import (store)``: ``Store.import_jobs`` into a fresh store (LMDB writes included).
+
+Target of the issue (``extra_info["targets"]``): import >= 5x the Harbor loader. Not asserted:
+timings on a shared machine are reported, not enforced.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from casstore.store import Store
+from casstore.trials import read_job
+
+GROUP = "import-trials"
+HARBOR = "Harbor TrialResult.model_validate_json"
+FULL, SMOKE = 100_000, 50
+
+
+def _enabled(config: pytest.Config) -> bool:
+    session = getattr(config, "_benchmarksession", None)
+    if session is not None:
+        return not session.disabled
+    return bool(config.getoption("benchmark_enable", False))
+
+
+def _write_job(root: Path, n: int) -> Path:
+    """A job directory of ``n`` trials built with Harbor's own models."""
+    from harbor.models.agent.context import AgentContext
+    from harbor.models.task.id import LocalTaskId
+    from harbor.models.trial.config import AgentConfig, TaskConfig, TrialConfig
+    from harbor.models.trial.result import (
+        AgentInfo,
+        ExceptionInfo,
+        ModelInfo,
+        TimingInfo,
+        TrialResult,
+    )
+    from harbor.models.verifier.result import VerifierResult
+
+    job = root / "job"
+    job.mkdir(parents=True)
+    (job / "config.json").write_text('{"job_name": "bench", "n_attempts": 1, "datasets": []}')
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    shapes = [
+        {"reward": 1.0},
+        {"reward": 0},
+        {"reward": True},
+        {"reward": "0.5", "acc": 0.25},
+        {"reward": 0.0, "acc": 1, "speed": 3.5},
+    ]
+    for i in range(n):
+        task = f"task-{i % 997}"
+        name = f"{task}__{i:07d}"
+        start = base + timedelta(seconds=i)
+        timing = TimingInfo(started_at=start, finished_at=start + timedelta(seconds=60))
+        result = TrialResult(
+            task_name=task,
+            trial_name=name,
+            trial_uri=f"file:///jobs/bench/{name}",
+            task_id=LocalTaskId(path=Path(f"tasks/{task}")),
+            source="bench-ds",
+            task_checksum=f"{i:064x}",
+            config=TrialConfig(
+                task=TaskConfig(path=Path(f"tasks/{task}")),
+                trial_name=name,
+                trials_dir=Path("jobs/bench"),
+                agent=AgentConfig(name="oracle", model_name="anthropic/claude"),
+            ),
+            agent_info=AgentInfo(
+                name="oracle", version="1.0", model_info=ModelInfo(name="claude", provider="x")
+            ),
+            agent_result=AgentContext(
+                n_input_tokens=1000 + i, n_cache_tokens=i % 50, n_output_tokens=200, cost_usd=0.01
+            ),
+            verifier_result=VerifierResult(rewards=shapes[i % len(shapes)]),
+            exception_info=ExceptionInfo(
+                exception_type="AgentTimeoutError",
+                exception_message="timed out",
+                exception_traceback="Traceback ...",
+                occurred_at=start,
+            )
+            if i % 10 == 0
+            else None,
+            started_at=start,
+            finished_at=start + timedelta(seconds=90),
+            environment_setup=timing,
+            agent_setup=timing,
+            agent_execution=timing,
+            verifier=timing,
+        )
+        trial = job / name
+        trial.mkdir()
+        (trial / "result.json").write_text(result.model_dump_json(indent=4))
+    return job
+
+
+@pytest.fixture(scope="module")
+def bench_job(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[tuple[Path, int]]:
+    n = FULL if _enabled(request.config) else SMOKE
+    root = tmp_path_factory.mktemp("import-job")
+    job = _write_job(root, n)
+    yield job, n
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _files_bytes(job: Path) -> int:
+    return sum(
+        os.path.getsize(job / name / "result.json")
+        for name in os.listdir(job)
+        if (job / name).is_dir()
+    )
+
+
+def _info(benchmark, label: str, n: int, job: Path, baseline: bool = False) -> None:
+    benchmark.group = GROUP
+    benchmark.extra_info.update(
+        {"label": label, "files": n, "bytes": _files_bytes(job), "baseline": baseline}
+    )
+    if not baseline:
+        benchmark.extra_info["targets"] = {HARBOR: 5.0}
+
+
+def _harbor_load(job: Path) -> int:
+    from harbor.models.trial.result import TrialResult
+
+    loaded = 0
+    for name in sorted(os.listdir(job)):
+        path = job / name / "result.json"
+        if path.is_file():
+            TrialResult.model_validate_json(path.read_text())
+            loaded += 1
+    return loaded
+
+
+def test_bench_harbor_loader(benchmark, bench_job) -> None:
+    job, n = bench_job
+    _info(benchmark, HARBOR, n, job, baseline=True)
+    _harbor_load(job)  # warm: imports
+    assert benchmark.pedantic(_harbor_load, args=(job,), rounds=3, iterations=1) == n
+
+
+def test_bench_read_job(benchmark, bench_job) -> None:
+    job, n = bench_job
+    _info(benchmark, "casstore read_job", n, job)
+    read_job(job)  # warm: imports
+    imported = benchmark.pedantic(read_job, args=(job,), rounds=3, iterations=1)
+    assert len(imported.trials) == n and len(imported.table) == n
+
+
+def test_bench_read_job_one_process(benchmark, bench_job) -> None:
+    job, n = bench_job
+    _info(benchmark, "casstore read_job (1 process)", n, job)
+    imported = benchmark.pedantic(
+        read_job, args=(job,), kwargs={"workers": 1}, rounds=3, iterations=1
+    )
+    assert len(imported.trials) == n
+
+
+def test_bench_store_import(benchmark, bench_job, tmp_path: Path) -> None:
+    job, n = bench_job
+    _info(benchmark, "casstore import (store)", n, job)
+    stores = iter(range(1000))
+
+    def fresh():
+        for old in tmp_path.glob("store*"):
+            shutil.rmtree(old, ignore_errors=True)
+        return (tmp_path / f"store{next(stores)}",), {}
+
+    def run(store_dir: Path) -> int:
+        with Store(store_dir) as store:
+            (report,) = store.import_jobs([job])
+        return report.imported
+
+    benchmark.pedantic(run, setup=fresh, rounds=3, iterations=1)
