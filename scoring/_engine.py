@@ -22,7 +22,13 @@ from typing import Any
 import numpy as np
 
 from scoring._errors import ScoringError
-from scoring._harbor import BUILTIN_METRICS, HarborRewards, harbor_metric, harbor_pass_at_k
+from scoring._harbor import (
+    BUILTIN_METRICS,
+    HarborRewards,
+    harbor_metric,
+    harbor_metrics_by_group,
+    harbor_pass_at_k,
+)
 from scoring._mean import output_stats
 from scoring._metric_script import DEFAULT_TIMEOUT, run_metric_script
 from scoring._partials import CELL_FIELDS, Partials
@@ -227,6 +233,7 @@ def score(
 def _harbor_metrics(
     rewards: HarborRewards, metrics: Sequence[str | Path], timeout: float
 ) -> list[dict[str, Any]]:
+    """Harbor's metrics over all of ``rewards`` taken as one dataset."""
     if not len(rewards):
         return []
     out = []
@@ -241,23 +248,28 @@ def _harbor_metrics(
 def _harbor_evals(
     rewards: HarborRewards, metrics: Sequence[str | Path], timeout: float, report: ScoreReport
 ) -> dict[str, dict[str, Any]]:
+    """Per evals key, as Harbor's ``Job`` fills ``stats.evals[key]``."""
     assert report.harbor_metrics is not None and report.harbor_pass_at_k is not None
-    if len(rewards.evals_keys) == 1:
-        key = rewards.evals_keys[0]
-        return {
-            key: {
-                "metrics": report.harbor_metrics,
-                "pass_at_k": report.harbor_pass_at_k.get(key, {}),
-            }
-        }
-    out = {}
-    for index, key in enumerate(rewards.evals_keys):
-        part = rewards.subset(index)
-        out[key] = {
-            "metrics": _harbor_metrics(part, metrics, timeout),
-            "pass_at_k": report.harbor_pass_at_k.get(key, {}),
-        }
-    return out
+    keys = rewards.evals_keys
+    if len(keys) == 1:
+        per_metric = [report.harbor_metrics]
+    else:
+        columns = []
+        for spec in metrics:
+            if isinstance(spec, str) and spec in BUILTIN_METRICS:
+                columns.append(harbor_metrics_by_group(spec, rewards))
+            else:
+                columns.append(
+                    [
+                        run_metric_script(spec, rewards.select(rewards.group == g).dicts(), timeout)
+                        for g in range(len(keys))
+                    ]
+                )
+        per_metric = [[column[g] for column in columns] for g in range(len(keys))]
+    return {
+        key: {"metrics": per_metric[g], "pass_at_k": report.harbor_pass_at_k.get(key, {})}
+        for g, key in enumerate(keys)
+    }
 
 
 def _lookup(report: ScoreReport, metrics: Sequence[str | Path]):

@@ -66,9 +66,9 @@ class HarborRewards:
     """The rewards Harbor would hold: valid rows of a table, in table order.
 
     ``rows`` int64[m] table rows; ``names`` the ``O`` reward names (primary first);
-    ``present`` bool[m, O] key in the mapping; ``values`` float64[m, O] coerced values;
-    ``none`` bool[m] rewards are ``None`` (no verifier result); ``group`` int64[m] index into
-    ``evals_keys``; ``task`` int64[m] task index of the table.
+    ``present`` bool[O, m] key in the mapping; ``values`` float64[O, m] coerced values (0.0
+    where absent); ``none`` bool[m] rewards are ``None`` (no verifier result); ``group``
+    int64[m] index into ``evals_keys``; ``task`` int64[m] task index of the table.
     """
 
     rows: np.ndarray
@@ -84,35 +84,39 @@ class HarborRewards:
     def from_table(cls, table: RewardTable) -> HarborRewards:
         rows = np.flatnonzero((table.flags & Flag.INVALID) == 0)
         none = (table.flags[rows] & Flag.NO_VERIFIER) != 0
-        present = np.empty((rows.size, 1 + len(table.keys)), dtype=bool)
-        values = np.empty((rows.size, 1 + len(table.keys)))
-        present[:, 0] = table.primary_kind[rows] != Kind.MISSING
-        values[:, 0] = table.primary[rows]
-        present[:, 1:] = table.kinds[rows] != Kind.MISSING
-        values[:, 1:] = table.values[rows]
-        present &= ~none[:, None]
+        present = np.empty((1 + len(table.keys), rows.size), dtype=bool)
+        values = np.empty((1 + len(table.keys), rows.size))
+        present[0] = table.primary_kind[rows] != Kind.MISSING
+        values[0] = table.primary[rows]
+        present[1:] = (table.kinds[rows] != Kind.MISSING).T
+        values[1:] = table.values[rows].T
+        present &= ~none
+        values[~present] = 0.0
+        n_models, n_datasets = len(table.models), len(table.datasets)
+        combos = (
+            table.agent[rows].astype(np.int64) * n_models + table.model[rows]
+        ) * n_datasets + table.dataset[rows]
+        size = len(table.agents) * n_models * n_datasets
+        used = np.flatnonzero(np.bincount(combos, minlength=size)) if rows.size else combos
         labels = {}
-        combos = (table.agent[rows].astype(np.int64) * len(table.models) + table.model[rows]) * len(
-            table.datasets
-        ) + table.dataset[rows]
-        unique, inverse = np.unique(combos, return_inverse=True)
-        for code in unique.tolist():
-            rest, dataset = divmod(code, len(table.datasets))
-            agent, model = divmod(rest, len(table.models))
+        for code in used.tolist():
+            rest, dataset = divmod(code, n_datasets)
+            agent, model = divmod(rest, n_models)
             labels[code] = evals_key(
                 table.agents[agent], table.models[model], table.datasets[dataset]
             )
         names = sorted(set(labels.values()))
         position = {name: i for i, name in enumerate(names)}
-        remap = np.array([position[labels[code]] for code in unique.tolist()], dtype=np.int64)
-        group = remap[inverse.reshape(-1)] if rows.size else np.zeros(0, np.int64)
+        remap = np.zeros(max(size, 1), dtype=np.int64)
+        for code, label in labels.items():
+            remap[code] = position[label]
         return cls(
             rows=rows,
             names=[table.reward_key, *table.keys],
             present=present,
             values=values,
             none=none,
-            group=group,
+            group=remap[combos],
             evals_keys=names,
             task=table.task[rows].astype(np.int64),
         )
@@ -120,32 +124,70 @@ class HarborRewards:
     def __len__(self) -> int:
         return int(self.rows.shape[0])
 
-    def subset(self, group: int) -> HarborRewards:
-        """The rewards of one evals key (``evals_keys[group]``), order kept."""
-        pick = np.flatnonzero(self.group == group)
+    def by_group(self) -> list[HarborRewards]:
+        """One :class:`HarborRewards` per evals key (order kept within each)."""
+        if len(self.evals_keys) == 1:
+            return [self]
+        order = np.argsort(self.group, kind="stable")
+        bounds = np.searchsorted(self.group[order], np.arange(len(self.evals_keys) + 1))
+        rows, present, values = self.rows[order], self.present[:, order], self.values[:, order]
+        none, task = self.none[order], self.task[order]
+        out = []
+        for index, key in enumerate(self.evals_keys):
+            part = slice(int(bounds[index]), int(bounds[index + 1]))
+            out.append(
+                HarborRewards(
+                    rows=rows[part],
+                    names=self.names,
+                    present=present[:, part],
+                    values=values[:, part],
+                    none=none[part],
+                    group=np.zeros(part.stop - part.start, np.int64),
+                    evals_keys=[key],
+                    task=task[part],
+                )
+            )
+        return out
+
+    def select(self, mask: np.ndarray, merge_groups: bool = False) -> HarborRewards:
+        """The rewards where ``mask`` holds (order kept); ``merge_groups``: one evals key."""
+        group = self.group[mask]
+        keys = self.evals_keys
+        if merge_groups:
+            group = np.zeros(group.size, np.int64)
+            keys = ["+".join(self.evals_keys)]
+        elif len(keys) > 1:
+            (kept,) = np.unique(group).tolist() or [0]
+            keys, group = [keys[kept]], np.zeros(group.size, np.int64)
         return HarborRewards(
-            rows=self.rows[pick],
+            rows=self.rows[mask],
             names=self.names,
-            present=self.present[pick],
-            values=self.values[pick],
-            none=self.none[pick],
-            group=self.group[pick],
-            evals_keys=[self.evals_keys[group]],
-            task=self.task[pick],
+            present=self.present[:, mask],
+            values=self.values[:, mask],
+            none=self.none[mask],
+            group=group,
+            evals_keys=keys,
+            task=self.task[mask],
         )
 
-    def column(self, output: int) -> list[Any]:
-        """Harbor's list for one key: the value, or int ``0`` where absent or ``None``."""
-        values = self.values[:, output].tolist()
-        for index in np.flatnonzero(~self.present[:, output]).tolist():
-            values[index] = 0
+    def column(self, output: int, exact_types: bool = True) -> list[Any]:
+        """Harbor's list for one key: the value, or int ``0`` where absent or ``None``.
+
+        With ``exact_types=False`` absent entries are the float ``0.0`` instead: the same
+        ``sum`` (adding 0 changes neither the running sum nor its compensation), not the same
+        ``min``/``max`` element type.
+        """
+        values = self.values[output].tolist()
+        if exact_types or not self.present[output].any():
+            for index in np.flatnonzero(~self.present[output]).tolist():
+                values[index] = 0
         return values
 
     def dicts(self) -> list[dict[str, float] | None]:
         """The reward dicts themselves (for ``metric.py`` scripts): key order primary first."""
         out: list[dict[str, float] | None] = []
-        values = self.values.tolist()
-        present = self.present.tolist()
+        values = self.values.T.tolist()
+        present = self.present.T.tolist()
         for row, (none, flags) in enumerate(zip(self.none.tolist(), present, strict=True)):
             if none:
                 out.append(None)
@@ -154,15 +196,90 @@ class HarborRewards:
         return out
 
 
-def harbor_metric(name: str, rewards: HarborRewards) -> dict[str, Any]:
-    """Harbor's built-in metric ``name`` (mean, sum, min, max) over ``rewards``."""
+def _integral(values: np.ndarray) -> bool:
+    """True when every partial sum of ``values`` is an exactly representable integer."""
+    if not values.size:
+        return True
+    with np.errstate(invalid="ignore"):
+        whole = np.all(values == np.rint(values))
+    return bool(
+        whole
+        and not np.any(np.signbit(values) & (values == 0))
+        and float(np.abs(values).sum()) < 2.0**52
+    )
+
+
+def harbor_metrics_by_group(name: str, rewards: HarborRewards) -> list[dict[str, Any]]:
+    """Harbor's metric ``name`` for every evals key of ``rewards`` (``evals_keys`` order).
+
+    Mean and Sum of a column whose values are all integers (e.g. 0/1 rewards) take a NumPy
+    fast path: every partial sum is then an exact integer, so ``np.bincount``'s sequential
+    float sum, CPython's compensated ``sum`` and its int arithmetic give the same number.
+    Any other column (and Min/Max, whose result type matters) goes through the Python builtin
+    on the very list Harbor builds.
+    """
     aggregate = BUILTIN_METRICS[name]
-    used = np.flatnonzero(rewards.present.any(axis=0)).tolist()
-    if len(used) <= 1:
-        values = rewards.column(used[0]) if used else [0] * len(rewards)
-        return {name: aggregate(values)}
-    by_name = sorted((rewards.names[o], o) for o in used)
-    return {key: aggregate(rewards.column(o)) for key, o in by_name}
+    groups = len(rewards.evals_keys)
+    group = rewards.group
+    sizes = np.bincount(group, minlength=groups)
+    carried = (
+        np.stack([np.bincount(group, weights=row, minlength=groups) > 0 for row in rewards.present])
+        if len(rewards.names)
+        else np.zeros((0, groups), bool)
+    )  # [O, G]
+    fast = name in ("mean", "sum")
+    masks: dict[int, np.ndarray] = {}
+
+    def column(g: int, o: int) -> list[Any]:
+        if groups == 1:
+            return rewards.column(o, exact_types=not fast)
+        if g not in masks:
+            masks[g] = group == g
+        values = rewards.values[o][masks[g]].tolist()
+        present = rewards.present[o][masks[g]]
+        if not fast or not present.any():
+            for index in np.flatnonzero(~present).tolist():
+                values[index] = 0
+        return values
+
+    totals: dict[int, np.ndarray] = {}
+    out = []
+    for g in range(groups):
+        used = np.flatnonzero(carried[:, g]).tolist()
+        result: dict[str, Any] = {}
+        single = len(used) <= 1
+        columns = (
+            [(name, used[0] if used else None)]
+            if single
+            else sorted((rewards.names[o], o) for o in used)
+        )
+        for label, o in columns:
+            if o is None:
+                result[label] = aggregate([0] * int(sizes[g]))
+                continue
+            if fast:
+                if o not in totals:
+                    data = rewards.values[o]
+                    totals[o] = (
+                        np.bincount(group, weights=data, minlength=groups)
+                        if _integral(data)
+                        else np.full(groups, np.nan)
+                    )
+                total = totals[o][g]
+                if not np.isnan(total):
+                    total = float(total)
+                    result[label] = total / int(sizes[g]) if name == "mean" else total
+                    continue
+            result[label] = aggregate(column(g, o))
+        out.append(result)
+    return out
+
+
+def harbor_metric(name: str, rewards: HarborRewards) -> dict[str, Any]:
+    """Harbor's built-in metric ``name`` (mean, sum, min, max) over all of ``rewards``."""
+    if len(rewards.evals_keys) != 1:
+        rewards = rewards.select(np.ones(len(rewards), bool), merge_groups=True)
+    return harbor_metrics_by_group(name, rewards)[0]
 
 
 def _eligible_ks(max_k: int) -> list[int]:
@@ -178,11 +295,11 @@ def harbor_pass_at_k_values(rewards: HarborRewards) -> dict[int, float]:
     """Harbor's ``_compute_pass_at_k_for_trials`` on one evals key's rewards."""
     if not len(rewards):
         return {}
-    counts = rewards.present.sum(axis=1)
+    counts = rewards.present.sum(axis=0)
     scored = ~rewards.none
     if np.any(scored & (counts != 1)):
         return {}
-    single = rewards.values[np.arange(len(rewards)), rewards.present.argmax(axis=1)]
+    single = rewards.values.sum(axis=0)  # the one present value (absent ones are 0.0)
     single = np.where(scored, single, 0.0)
     if not np.all((single == 0.0) | (single == 1.0)):
         return {}
@@ -204,8 +321,7 @@ def harbor_pass_at_k_values(rewards: HarborRewards) -> dict[int, float]:
 def harbor_pass_at_k(rewards: HarborRewards) -> dict[str, dict[int, float]]:
     """Harbor's ``compute_pass_at_k_by_evals``: evals key → ``{k: value}``, non-empty only."""
     out = {}
-    for index, key in enumerate(rewards.evals_keys):
-        part = rewards if len(rewards.evals_keys) == 1 else rewards.subset(index)
+    for part in rewards.by_group():
         if values := harbor_pass_at_k_values(part):
-            out[key] = values
+            out[part.evals_keys[0]] = values
     return out

@@ -17,8 +17,8 @@ plus the failure rollup counters (``exceptions``, ``failures``). Every field is 
 attempts, so ``a + b`` (:meth:`Partials.__add__`) is the partials of the union of the two
 shards' trials: counts combine exactly; float sums combine exactly when a cell's attempts are
 not split between shards (or its values are dyadic), otherwise up to rounding. Cells and labels
-are kept in canonical (sorted) order, so equal inputs give bit-identical arrays whatever the
-row or shard order. Everything in a report except diagnostics, Harbor parity, custom metric
+are kept in canonical (sorted) order, so shards split by task merge into bit-identical arrays
+whatever the shard order. Everything in a report except diagnostics, Harbor parity, custom metric
 scripts and views is computed from a :class:`Partials` alone.
 """
 

@@ -63,18 +63,21 @@ def per_task_products(n: np.ndarray, a: np.ndarray, ks: list[int]) -> dict[int, 
     """``{k: Π_{j<k} max(a − j, 0) / (n − j)}`` for the tasks with ``n >= k``.
 
     Tasks come out in the order of a stable sort by decreasing ``n`` (so the eligible tasks of
-    every k are a prefix); the work is ``Σ_t min(n_t, max k)`` multiplications.
+    every k are a prefix; no sort when every task has the same ``n``); the work is
+    ``Σ_t min(n_t, max k)`` multiplications.
     """
     n = np.asarray(n, dtype=np.int64)
     a = np.asarray(a, dtype=np.int64)
-    order = np.argsort(-n, kind="stable")
-    ns, As = n[order].astype(np.float64), a[order].astype(np.float64)
+    if n.size and n.min() == n.max():  # equal attempt counts: already "sorted"
+        ns, As, descending = n.astype(np.float64), a.astype(np.float64), n
+    else:
+        order = np.argsort(-n, kind="stable")
+        ns, As, descending = n[order].astype(np.float64), a[order].astype(np.float64), n[order]
     wanted = sorted({k for k in ks if k >= 1})
     out: dict[int, np.ndarray] = {k: np.zeros(0) for k in wanted}
     if not wanted or not n.size:
         return out
     # number of tasks with n > j, for j = 0 .. max k − 1
-    descending = n[order]
     top = wanted[-1]
     active = np.searchsorted(-descending, -np.arange(top), side="left")
     product = np.ones(n.size)

@@ -170,34 +170,47 @@ def apply_rules(table: RewardTable) -> Attempts:
     for j in range(k):
         expected[:, j] = np.bincount(table.task, weights=present[:, j], minlength=n_tasks) > 0
 
-    diagnostics = _diagnostics(table, valid, verifier, expected)
+    diagnostics = _diagnostics(table, valid, verifier, primary_usable, emitted, expected)
     return Attempts(valid, status, primary, primary_usable, emitted, present, expected, diagnostics)
 
 
 def _diagnostics(
-    table: RewardTable, valid: np.ndarray, verifier: np.ndarray, expected: np.ndarray
+    table: RewardTable,
+    valid: np.ndarray,
+    verifier: np.ndarray,
+    primary_usable: np.ndarray,
+    emitted: np.ndarray,
+    expected: np.ndarray,
 ) -> Diagnostics:
-    n, k = len(table), len(table.keys)
-    # code per (row, output) with output column 0 = attempt/primary and 1 + j = secondaries.
-    codes = np.full((n, k + 1), -1, dtype=np.int8)
-    pk = table.primary_kind
-    first = codes[:, 0]
-    first[valid & verifier & (pk == Kind.MISSING)] = Code.PRIMARY_MISSING
-    first[valid & verifier & (pk == Kind.BOOLEAN)] = Code.PRIMARY_BOOLEAN
-    nonfinite = (pk == Kind.NONFINITE) | ((pk == Kind.NUMBER) & ~np.isfinite(table.primary))
-    first[valid & verifier & nonfinite] = Code.PRIMARY_NONFINITE
-    first[valid & ~verifier] = Code.VERIFIER_RESULT_MISSING
-    first[~valid] = Code.REWARD_MAPPING_INVALID
-    if k:
-        scoped = (valid & verifier)[:, None] & expected[table.task]
-        kinds = table.kinds
-        rest = codes[:, 1:]
-        rest[scoped & (kinds == Kind.MISSING)] = Code.SECONDARY_MISSING
-        rest[scoped & (kinds == Kind.BOOLEAN)] = Code.SECONDARY_BOOLEAN
-        bad = (kinds == Kind.NONFINITE) | ((kinds == Kind.NUMBER) & ~np.isfinite(table.values))
-        rest[scoped & bad] = Code.SECONDARY_NONFINITE
-    rows, cols = np.nonzero(codes >= 0)
-    code = codes[rows, cols]
-    output = cols.astype(np.int32)
-    output[code == Code.REWARD_MAPPING_INVALID] = -1
-    return Diagnostics(rows.astype(np.int64), code, output)
+    """Codes for the (rare) rows with an issue only: candidates first, then classified."""
+    rows_parts, output_parts, code_parts = [], [], []
+    rows = np.flatnonzero(~primary_usable)
+    if rows.size:
+        kind = table.primary_kind[rows]
+        code = np.full(rows.size, Code.PRIMARY_NONFINITE, dtype=np.int8)
+        code[kind == Kind.MISSING] = Code.PRIMARY_MISSING
+        code[kind == Kind.BOOLEAN] = Code.PRIMARY_BOOLEAN
+        code[~verifier[rows]] = Code.VERIFIER_RESULT_MISSING
+        code[~valid[rows]] = Code.REWARD_MAPPING_INVALID
+        output = np.where(code == Code.REWARD_MAPPING_INVALID, -1, 0).astype(np.int32)
+        rows_parts.append(rows)
+        output_parts.append(output)
+        code_parts.append(code)
+    scoreable = valid & verifier
+    for j in range(len(table.keys)):
+        rows = np.flatnonzero(scoreable & ~emitted[:, j])
+        rows = rows[expected[table.task[rows], j]]
+        if not rows.size:
+            continue
+        kind = table.kinds[rows, j]
+        code = np.full(rows.size, Code.SECONDARY_NONFINITE, dtype=np.int8)
+        code[kind == Kind.MISSING] = Code.SECONDARY_MISSING
+        code[kind == Kind.BOOLEAN] = Code.SECONDARY_BOOLEAN
+        rows_parts.append(rows)
+        output_parts.append(np.full(rows.size, 1 + j, dtype=np.int32))
+        code_parts.append(code)
+    if not rows_parts:
+        return Diagnostics(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(0, np.int32))
+    rows, output, code = (np.concatenate(parts) for parts in (rows_parts, output_parts, code_parts))
+    order = np.lexsort((output, rows))
+    return Diagnostics(rows[order].astype(np.int64), code[order], output[order])

@@ -33,12 +33,11 @@ Z95 = 1.959963984540054  # standard normal 0.975 quantile
 
 def cluster_mean_stderr(sums: np.ndarray, counts: np.ndarray, mean: float) -> float | None:
     """Cluster-robust standard error of ``Σ sums / Σ counts``; shapes ``[T]`` each."""
-    used = counts > 0
-    clusters = int(used.sum())
+    clusters = int(np.count_nonzero(counts))
     if clusters < 2:
         return None
     total = float(counts.sum())
-    residual = sums[used] - counts[used] * mean
+    residual = sums - counts * mean  # exactly 0 for clusters without a measurement
     variance = clusters / (clusters - 1) * float(np.dot(residual, residual)) / (total * total)
     return math.sqrt(variance)
 

@@ -111,7 +111,7 @@ def test_pass_at_k_parity_and_its_rules() -> None:
 
 
 value = st.one_of(
-    st.sampled_from([0.0, 1.0, 0.1, 0.2, 0.3, 1 / 3, 2 / 3, 0.7, 1e-9, 12.5, -0.4]),
+    st.sampled_from([0.0, -0.0, 1.0, 3.0, 0.1, 0.2, 0.3, 1 / 3, 2 / 3, 0.7, 1e-9, 12.5, -0.4]),
     st.booleans(),
     st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False),
 )
