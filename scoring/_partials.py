@@ -24,6 +24,7 @@ scripts and views is computed from a :class:`Partials` alone.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,7 +41,10 @@ _N_STATUS = len(Status)
 
 def _sorted_used(labels: list[str], column: np.ndarray) -> tuple[list[str], np.ndarray]:
     """The labels ``column`` uses, sorted, and the rank of every label index (-1 unused)."""
-    used = np.flatnonzero(np.bincount(column, minlength=len(labels)) > 0)
+    occupied = np.bincount(column, minlength=len(labels)) > 0
+    if occupied.all() and all(a < b for a, b in itertools.pairwise(labels)):
+        return list(labels), np.arange(max(len(labels), 1), dtype=np.int64)  # already sorted
+    used = np.flatnonzero(occupied)
     names = np.array(labels, dtype=np.str_)[used] if used.size else np.zeros(0, np.str_)
     order = np.argsort(names, kind="stable")
     rank = np.full(max(len(labels), 1), -1, dtype=np.int64)
@@ -115,14 +119,22 @@ class Partials:
             used, rank = _sorted_used(names, column)
             labels[name] = used
             sizes.append(max(len(used), 1))
-            key = key * sizes[-1] + rank[column]
+            if sizes[-1] > 1:  # a single label adds nothing to the key
+                key = key * sizes[-1] + rank[column]
         total = 1
         for size in sizes:
             total *= size
         unique, inverse = _cells(key, total)
         n_cells = int(unique.size)
+        # rows already grouped by cell (tables sorted by task): contiguous segment sums
+        grouped = bool(inverse.size) and bool(np.all(inverse[1:] >= inverse[:-1]))
+        starts = np.flatnonzero(np.r_[True, inverse[1:] != inverse[:-1]]) if grouped else None
 
         def count(weights: np.ndarray) -> np.ndarray:
+            if starts is not None:
+                if weights.dtype == np.bool_:
+                    return np.add.reduceat(weights.view(np.uint8), starts, dtype=np.int64)
+                return np.add.reduceat(weights, starts)
             return np.bincount(inverse, weights=weights, minlength=n_cells)
 
         valid = rules.valid

@@ -38,7 +38,8 @@ def cluster_mean_stderr(sums: np.ndarray, counts: np.ndarray, mean: float) -> fl
         return None
     total = float(counts.sum())
     residual = sums - counts * mean  # exactly 0 for clusters without a measurement
-    variance = clusters / (clusters - 1) * float(np.dot(residual, residual)) / (total * total)
+    squares = float(np.square(residual).sum())  # not np.dot: no BLAS threads for 1-D
+    variance = clusters / (clusters - 1) * squares / (total * total)
     return math.sqrt(variance)
 
 
