@@ -2,9 +2,10 @@
 
 A job with at least :data:`MIN_DICT_SAMPLES` result files gets a zstd dictionary trained on
 them (``zstandard.train_dictionary``); it is stored once (``zstd_dicts`` database, keyed by
-its id ``sha256:<hex>``) and every evidence blob of the job names it. On the Terminal-Bench
-job of the fixtures (89 files, 330 KB) plain zstd -3 compresses 3.6x, with a 10 KB dictionary
-13x (10x counting the dictionary itself), and compresses about twice as fast.
+its id ``sha256:<hex>``) and every evidence blob of the job names it. Measured on the
+Terminal-Bench job of the fixtures (89 files, 437 KB): plain zstd -3 compresses 3.6x; with the
+trained 13.7 KB dictionary 14.6x (10.0x counting the dictionary itself), and about twice as
+fast per file. On 20,000 generated Harbor 0.20 files: 28x with a 64 KB dictionary.
 """
 
 from __future__ import annotations

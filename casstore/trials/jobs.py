@@ -278,9 +278,9 @@ def read_job(
     not to read (already imported; their trials are absent from the result). ``dictionary``:
     reuse this zstd dictionary instead of training one. ``progress(label)`` is called once per
     trial directory. ``workers``: processes parsing (default: 2 when the job has at least
-    ``PARALLEL_MIN`` trials, else 1; the calling process is one of them). ``check_harbor``:
-    validate job files and a sample of trials (up to ``DRIFT_SAMPLE``) with Harbor's own
-    models to report ``harbor_schema_drift``.
+    ``PARALLEL_MIN`` trials and a second core is idle, else 1; the calling process is one).
+    ``check_harbor``: validate job files and a sample of trials (up to ``DRIFT_SAMPLE``)
+    with Harbor's own models to report ``harbor_schema_drift``.
 
     Diagnostics (``code``): ``job_result_missing_partial``, ``trial_count_mismatch``,
     ``result_unreadable`` (with the trial directories), ``harbor_schema_drift``,
@@ -309,7 +309,7 @@ def read_job(
         samples = [_read_bytes(path / n / "result.json") for n in _sample(names, TRAIN_SAMPLES)]
         dictionary = train([s for s in samples if s])
     evidence = Evidence(dictionary)
-    n_workers = workers if workers is not None else (2 if len(names) >= PARALLEL_MIN else 1)
+    n_workers = workers if workers is not None else _default_workers(len(names))
     results = _read_all(str(path), names, job_id, reward_key, evidence, n_workers, progress)
 
     diagnostics: list[dict[str, Any]] = []
@@ -410,6 +410,19 @@ def read_job(
         evidence=blobs,
         dictionary=dictionary,
     )
+
+
+def _default_workers(n: int) -> int:
+    """2 processes for a large job when a second core is idle, else 1 (on a loaded machine a
+    second process only adds transfer costs)."""
+    if n < PARALLEL_MIN:
+        return 1
+    try:
+        cpus = len(os.sched_getaffinity(0))
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # pragma: no cover - platforms without them
+        return 1
+    return 2 if cpus >= 2 and load <= cpus - 1 else 1
 
 
 def _fork_context() -> Any:

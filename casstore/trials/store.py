@@ -132,7 +132,24 @@ def _import_dir(
     def body(txn: Txn) -> ImportReport:
         return _store_job(txn, parsed, existing_record)
 
+    _reserve(store, parsed)
     return index.write(body)
+
+
+def _reserve(store: Store, parsed: ImportedJob) -> None:
+    """Grow the LMDB map before one big write transaction, so that it is not retried from the
+    start after each doubling (``Index.write`` grows on ``MapFullError``)."""
+    env = store.index.env
+    info, stat = env.info(), env.stat()
+    used = (info["last_pgno"] + 1) * stat["psize"]
+    need = sum(len(b) for b in parsed.evidence.values()) + 2048 * len(parsed.trials)
+    need += 2 * len(parsed.table.to_bytes()) if parsed.trials else 0
+    want = used + 2 * need
+    if want > info["map_size"]:
+        size = info["map_size"]
+        while size < want:
+            size *= 2
+        env.set_mapsize(size)
 
 
 def _dir_names_for(job_dir: Path, trial_names: set[str]) -> set[str]:
@@ -166,11 +183,13 @@ def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> Imp
         for _, raw in txn.items("trials", f"{job_id}/")
         if raw.get("trial_name") not in new_names
     ]
+    before = {t.trial_name: (t.attempt, t.reward_key) for t in old}
     everything = old + list(parsed.trials)
     record_reward_key(everything, key)
     assign_attempts(everything)
-    for trial in everything:
-        txn.put("trials", f"{job_id}/{trial.trial_name}", to_builtins(trial))
+    for trial in everything:  # write new records and those whose attempt or key changed
+        if before.get(trial.trial_name) != (trial.attempt, trial.reward_key):
+            txn.put("trials", f"{job_id}/{trial.trial_name}", to_builtins(trial))
     table = table_from_records(everything, key, jobs=[job_id])
     txn.put("reward_tables", job_id, table.to_bytes())
     codes: Counter[str] = Counter(t.failure for t in everything if t.failure)
