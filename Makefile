@@ -20,7 +20,10 @@ lint: $(VENV)/.synced
 	$(VENV)/bin/ruff format --check .
 
 bench: $(VENV)/.synced
-	$(VENV)/bin/python -m pytest benchmarks --benchmark-only $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest benchmarks --benchmark-enable --benchmark-only $(PYTEST_ARGS)
+
+bench-report: $(VENV)/.synced
+	$(VENV)/bin/python -m benchmarks.report $(PYTEST_ARGS)
 
 $(UV):
 	"$(PYTHON)" -m venv .tools

@@ -1,0 +1,1 @@
+"""Benchmark suites of casstore (pytest-benchmark); see conftest.py and report.py."""
