@@ -9,7 +9,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["write_example_task"]
+__all__ = ["EXAMPLE_TASKS", "write_example_suite", "write_example_task"]
+
+EXAMPLE_TASKS: dict[str, str] = {
+    "hello-greeter": "Write `/app/greet.sh` that prints `hello, <name>`.\n",
+    "count-words": "Write `/app/count.sh` that prints how many words `/app/input.txt` holds.\n",
+    "fix-permissions": "Make every script under `/app/bin` executable, and nothing else.\n",
+}
+"""The example suite: task name → instruction. The first one is a multi-step task."""
 
 _TASK_TOML = """\
 schema_version = "1.1"
@@ -57,11 +64,16 @@ _FILES: dict[str, tuple[str, int]] = {
 }
 
 
-def write_example_task(dest: Path, name: str = "hello-greeter", steps: bool = False) -> Path:
+def write_example_task(
+    dest: Path, name: str = "hello-greeter", steps: bool = False, instruction: str | None = None
+) -> Path:
     """Write the example task as ``dest/name`` (replacing files of a previous run) and return
-    its path. With ``steps``, the task has two steps under ``steps/<name>/``."""
+    its path. With ``steps``, the task has two steps under ``steps/<name>/``; ``instruction``
+    replaces the default instruction.md text."""
     task = dest / name
     files = dict(_FILES)
+    if instruction is not None:
+        files["instruction.md"] = (instruction, 0o644)
     files["task.toml"] = (_TASK_TOML + (_STEPS_TOML if steps else ""), 0o644)
     if steps:
         for step in ("scaffold", "implement"):
@@ -76,3 +88,11 @@ def write_example_task(dest: Path, name: str = "hello-greeter", steps: bool = Fa
     if not link.is_symlink():
         os.symlink(".expected", link)
     return task
+
+
+def write_example_suite(dest: Path) -> Path:
+    """Write the example dataset ``dest`` (one directory per task of :data:`EXAMPLE_TASKS`,
+    the first multi-step) and return it."""
+    for index, (name, instruction) in enumerate(EXAMPLE_TASKS.items()):
+        write_example_task(dest, name, steps=index == 0, instruction=instruction)
+    return dest

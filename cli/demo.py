@@ -1,79 +1,132 @@
-"""``casstore demo``: the main job on an embedded example, start to finish."""
+"""``casstore demo``: the whole data path on an embedded example, start to finish.
+
+In ``--dir`` (default ``casstore-demo``) it writes an example suite (a multi-step task,
+executable scripts, an in-tree symlink, an empty directory), packs and verifies one archive by
+hand, publishes the suite into the store ``<dir>/store``, pins a taskset, checks it out and
+validates every task with Harbor's own ``Task``, imports a Harbor job tree (written with
+Harbor's own models, or ``--job DIR``), and rescores it. Re-running reuses what is stored.
+"""
 
 from __future__ import annotations
 
 import shutil
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
+from casstore.discovery import discover
 from casstore.errors import CheckError
-from casstore.example import write_example_task
+from casstore.example import EXAMPLE_TASKS, write_example_suite
+from casstore.example_job import write_example_job
 from casstore.pack import pack_tree
 from casstore.read import extract_archive, verify_archive
+from casstore.store import Store
 from cli.options import JsonOption
 from cli.output import emit_json, out_console
+from cli.rescore import print_report
+from scoring import score
+from scoring._inputs import check_taskset
 
 __all__ = ["register"]
+
+TASKSET = "demo-suite"
 
 
 def demo(
     directory: Annotated[
         Path, typer.Option("--dir", help="Working folder for the demo (created if needed).")
     ] = Path("casstore-demo"),
+    job: Annotated[
+        Path | None,
+        typer.Option("--job", help="A real Harbor job directory to import instead of the example."),
+    ] = None,
     json: JsonOption = False,
 ) -> None:
-    """Write an example Harbor task, pack it (gzip and zstd), verify, extract, re-pack."""
+    """Run the whole data path on an example suite: pack, publish, checkout, import, rescore."""
     started = time.perf_counter()
-    task = write_example_task(directory / "tasks", steps=True)
-    archives = directory / "archives"
-    archives.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for compression, suffix in (("gzip", "tar.gz"), ("zstd", "tar.zst")):
-        archive = archives / f"{task.name}.{suffix}"
-        packed = pack_tree(task, archive, compression)
-        verified = verify_archive(archive, packed.address)
-        extracted = directory / "extracted" / compression
-        shutil.rmtree(extracted, ignore_errors=True)
-        extracted.parent.mkdir(parents=True, exist_ok=True)
-        extract_archive(archive, extracted, packed.address)
-        repacked = pack_tree(extracted / verified.top, None, compression)
-        if repacked.address != packed.address:
-            raise CheckError(str(extracted), "re-packing the extracted task changed its address")
-        _load_with_harbor(extracted / verified.top)
-        rows.append(packed.to_json() | {"archive": str(archive), "extracted": str(extracted)})
-    seconds = round(time.perf_counter() - started, 3)
+    suite = write_example_suite(directory / "suite")
+    steps: list[tuple[str, str]] = [("write suite", f"{len(EXAMPLE_TASKS)} tasks in {suite}")]
+    archive = _archive_round_trip(suite / next(iter(EXAMPLE_TASKS)), directory / "archives")
+    steps.append(("pack/verify/extract", f"{archive['address']} ({archive['entries']} entries)"))
+    with Store(directory / "store", create=True) as store:
+        published = [store.publish(task) for task in discover(suite)]
+        reused = sum(result.reused for result in published)
+        steps.append(("publish", f"{len(published)} tasks ({reused} reused)"))
+        pinned = store.tasksets.replace(TASKSET, [result.name for result in published])
+        steps.append(("taskset", f"{pinned.id}#{pinned.revision}"))
+        checkout = _checkout(store, f"{pinned.id}#{pinned.revision}", directory / "checkout")
+        steps.append(("checkout", f"{len(checkout.tasks)} tasks → {checkout.dest}, Harbor OK"))
+        job_dir = job or write_example_job(directory / "jobs", list(EXAMPLE_TASKS))
+        (imported,) = store.import_jobs([job_dir])
+        steps.append(("import", f"{imported.trials} trials ({imported.imported} new)"))
+        table = store.reward_table(imported.job)
+    if job is None:
+        check_taskset(table, directory / "store", pinned.id)
+    report = score(table)
+    recorded = _recorded_metrics(job_dir)
+    steps.append(("rescore", f"harbor metrics {report.harbor_metrics}, recorded {recorded}"))
+    seconds = round(time.perf_counter() - started, 2)
     if json:
-        emit_json({"task": str(task), "archives": rows, "seconds": seconds})
+        emit_json(_json(directory, archive, published, pinned, checkout, imported, report, seconds))
         return
-    _print(task, rows, seconds)
+    _print(steps, directory, seconds)
+    print_report(report)
 
 
-def _load_with_harbor(path: Path) -> None:
-    from harbor.models.task.task import Task
+def _archive_round_trip(task: Path, archives: Path) -> dict[str, Any]:
+    archives.mkdir(parents=True, exist_ok=True)
+    archive = archives / f"{task.name}.tar.gz"
+    packed = pack_tree(task, archive)
+    verified = verify_archive(archive, packed.address)
+    extracted = archives / "extracted"
+    shutil.rmtree(extracted, ignore_errors=True)
+    extract_archive(archive, extracted, packed.address)
+    if pack_tree(extracted / verified.top, None).address != packed.address:
+        raise CheckError(str(extracted), "re-packing the extracted task changed its address")
+    return packed.to_json() | {"archive": str(archive)}
 
-    Task(path)
+
+def _checkout(store: Store, ref: str, dest: Path) -> Any:
+    shutil.rmtree(dest, ignore_errors=True)
+    return store.checkout(ref, dest)
 
 
-def _print(task: Path, rows: list[dict], seconds: float) -> None:
-    table = Table(title=f"casstore demo: {task}")
-    for column in ("compression", "address", "entries", "payload B", "archive B"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(
-            row["compression"],
-            row["address"][:23] + "…",
-            str(row["entries"]),
-            str(row["payload_bytes"]),
-            str(row["archive_bytes"]),
-        )
+def _recorded_metrics(job_dir: Path) -> list[Any] | None:
+    """The metrics Harbor recorded in the job's own result.json (first evals entry)."""
+    import orjson
+
+    try:
+        evals = orjson.loads((job_dir / "result.json").read_bytes())["stats"]["evals"]
+        return next(iter(evals.values()))["metrics"]
+    except (OSError, orjson.JSONDecodeError, KeyError, StopIteration, TypeError):
+        return None
+
+
+def _json(directory, archive, published, pinned, checkout, imported, report, seconds) -> dict:
+    return {
+        "store": str(directory / "store"),
+        "archive": archive,
+        "published": [result.to_json() for result in published],
+        "taskset": pinned.model_dump(),
+        "checkout": checkout.model_dump(),
+        "import": imported.to_json(),
+        "rescore": report.to_json(tasks=False),
+        "seconds": seconds,
+    }
+
+
+def _print(steps: list[tuple[str, str]], directory: Path, seconds: float) -> None:
+    table = Table(title=f"casstore demo in {directory} ({seconds} s)", title_justify="left")
+    table.add_column("step")
+    table.add_column("result", overflow="fold")
+    for step, result in steps:
+        table.add_row(step, result)
     out_console.print(table)
     out_console.print(
-        f"verified, extracted, re-packed to the same address and loaded with Harbor's Task "
-        f"in {seconds} s; archives in {rows[0]['archive'].rsplit('/', 1)[0]}"
+        f"store: {directory / 'store'}  (casstore --store {directory / 'store'} ls tasks)"
     )
 
 

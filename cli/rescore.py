@@ -28,7 +28,7 @@ from cli.output import emit_json, out_console
 from scoring import BUILTIN_METRIC_NAMES, ScoreReport, load_views, score
 from scoring._inputs import check_taskset, load_sources, taskset_views
 
-__all__ = ["register"]
+__all__ = ["print_report", "register"]
 
 
 def _parse_ks(text: str | None) -> list[int] | None:
@@ -59,7 +59,8 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def _print(report: ScoreReport) -> None:
+def print_report(report: ScoreReport) -> None:
+    """The summary tables of a score report, on stdout."""
     counts = report.counts
     out_console.print(
         f"[bold]reward key[/bold] {report.reward_key}   threshold {report.threshold:g}   "
@@ -180,7 +181,7 @@ def rescore(
     if json:
         emit_json(report.to_json())
     else:
-        _print(report)
+        print_report(report)
 
 
 def register(app: typer.Typer) -> None:

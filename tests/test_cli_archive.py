@@ -106,17 +106,6 @@ def test_extract_creates_dest_with_the_task(task, tmp_path, capsys):
     assert (tmp_path / "dest/task/tests/test.sh").read_text() == "#!/bin/sh\necho 1\n"
 
 
-def test_demo_runs_and_is_repeatable(tmp_path, capsys):
-    code, out, _ = call(capsys, "demo", "--dir", str(tmp_path / "d"), "--json")
-    assert code == 0
-    first = json.loads(out)
-    assert [a["compression"] for a in first["archives"]] == ["gzip", "zstd"]
-    assert all(a["entries"] == 17 for a in first["archives"])
-    code, out, _ = call(capsys, "demo", "--dir", str(tmp_path / "d"), "--json")
-    again = json.loads(out)
-    assert [a["address"] for a in again["archives"]] == [a["address"] for a in first["archives"]]
-
-
 @pytest.mark.parametrize("command", ["extract", "pack"])
 def test_json_failures_are_json_too(command, task, tmp_path, capsys):
     archive = tmp_path / "t.tgz"
