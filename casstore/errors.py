@@ -19,9 +19,11 @@ Hierarchy::
     │   ├── SourceChangedError   the source tree changed while it was being packed
     │   ├── TaskFormatError      not a Harbor task: task.toml, instruction.md or steps rules
     │   └── RewardKeyError       saved trials lack or disagree on their primary reward key
-    └── StoreError               the store's index or filesets refuse an operation
-        ├── UnknownReferenceError  no task/taskset/revision by that reference; CLI exit 2
-        └── PublicationError       failed after the archive was stored; carries ``prepared``
+    ├── StoreError               the store's index or filesets refuse an operation
+    │   ├── UnknownReferenceError  no task/taskset/revision by that reference; CLI exit 2
+    │   └── PublicationError       failed after the archive was stored; carries ``prepared``
+    └── ScoringError             trials cannot be scored as asked (mixed keys, taskset mismatch)
+        └── MetricScriptError    a custom metric.py failed, hung or wrote no JSON object
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ __all__ = [
     "DigestMismatchError",
     "EntryTypeError",
     "LimitError",
+    "MetricScriptError",
     "NotCanonicalError",
     "PublicationError",
     "RewardKeyError",
+    "ScoringError",
     "SourceChangedError",
     "StoreError",
     "SymlinkError",
@@ -174,3 +178,15 @@ class PublicationError(StoreError):
     def __init__(self, path: str | None, rule: str, prepared: object) -> None:
         self.prepared = prepared
         super().__init__(path, rule)
+
+
+class ScoringError(CasstoreError):
+    """Trials cannot be scored as asked: mixed reward keys, a taskset mismatch, a bad view."""
+
+    kind = "scoring"
+
+
+class MetricScriptError(ScoringError):
+    """A custom ``metric.py`` failed, hung past its timeout or wrote no JSON object."""
+
+    kind = "metric_script"

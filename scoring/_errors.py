@@ -1,20 +1,7 @@
-"""Errors of the scoring engine (one-line messages; the CLI prints them and exits 1)."""
+"""Errors of the scoring engine: defined with every other error in :mod:`casstore.errors`."""
 
 from __future__ import annotations
 
-from casstore.errors import CasstoreError
+from casstore.errors import MetricScriptError, ScoringError
 
 __all__ = ["MetricScriptError", "ScoringError"]
-
-
-class ScoringError(CasstoreError):
-    """Trials cannot be scored as asked: mixed reward keys, a taskset mismatch, a bad view."""
-
-    kind = "scoring"
-    exit_code = 1
-
-
-class MetricScriptError(ScoringError):
-    """A custom ``metric.py`` failed, hung past its timeout or wrote no JSON object."""
-
-    kind = "metric_script"
