@@ -57,7 +57,20 @@ def _check_group_by(group_by: Sequence[str]) -> list[str]:
 def _reduce(arrays: list[np.ndarray], starts: np.ndarray) -> list[np.ndarray]:
     if not starts.size:
         return [np.zeros((0, *a.shape[1:]), dtype=a.dtype) for a in arrays]
+    if arrays and starts.size == arrays[0].shape[0]:  # one row per segment: nothing to add
+        return arrays
     return [np.add.reduceat(a, starts, axis=0) for a in arrays]
+
+
+def _stable_order(key: np.ndarray, size: int) -> np.ndarray:
+    """``np.argsort(key, kind="stable")`` for ``0 <= key < size``; a counting sort when
+    ``size`` is small."""
+    if size > 64:
+        return np.argsort(key, kind="stable")
+    counts = np.bincount(key, minlength=size)
+    if np.count_nonzero(counts) == 1:
+        return np.arange(key.size)
+    return np.concatenate([np.flatnonzero(key == value) for value in np.flatnonzero(counts)])
 
 
 def _block(
@@ -114,7 +127,7 @@ def summarize(
         raise ScoringError(None, "every k must be >= 1")
     overall = Block(**_block(attempts, successes, status, measured, sums, expected, outputs, ks))
     tasks = TaskTable(
-        names=list(partials.labels["task"]),
+        names=partials.labels["task"],
         outputs=outputs,
         attempts=attempts,
         successes=successes,
@@ -150,9 +163,13 @@ def _groups(
         return []
     columns = [CELL_FIELDS.index(name) for name in fields]
     key = np.zeros(task_of.size, dtype=np.int64)
+    size = 1
     for column in columns:
-        key = key * max(len(partials.labels[CELL_FIELDS[column]]), 1) + partials.cell[:, column]
-    order = np.lexsort((task_of, key))
+        width = max(len(partials.labels[CELL_FIELDS[column]]), 1)
+        key = key * width + partials.cell[:, column]
+        size *= width
+    # cells are sorted by task: a stable sort by key is the (key, task) order
+    order = _stable_order(key, size)
     key, task_sorted = key[order], task_of[order]
     boundary = np.r_[True, (key[1:] != key[:-1]) | (task_sorted[1:] != task_sorted[:-1])]
     starts = np.flatnonzero(boundary)

@@ -11,16 +11,33 @@ What Harbor does (``harbor/job.py``, ``harbor/metrics/*.py``, ``harbor/utils/pas
   list ``[0 if r is None else next(iter(r.values()), 0)]`` aggregated under the metric's name;
   with several keys, for each key in sorted order ``[0 if r is None else r.get(key, 0)]``.
   Mean is ``sum(values) / len(values)``, Sum ``sum``, Min ``min``, Max ``max`` — Python-level
-  reductions (CPython 3.12's compensated float ``sum``), reproduced here by applying the very
-  same builtins to the same lists in the same order (the table's row order is Harbor's trial
-  order); missing values are the int ``0`` exactly as Harbor inserts them;
+  reductions (CPython 3.12's compensated float ``sum``), reproduced here bit for bit (see
+  "Exact sums" below); missing values are the int ``0`` exactly as Harbor inserts them;
 * pass@k (``_compute_pass_at_k_for_trials``): per evals key, ``{}`` if any trial with rewards
   has a number of keys other than one or a value outside {0, 1}; a trial without rewards counts
   as 0; k ∈ {2, 4, 8, …} ∪ {5, 10, …} up to the *smallest* attempt count of the group's tasks;
   per task ``1.0`` when ``n − c < k`` else ``1 − Π_{i<k} (n − c − i)/(n − i)`` multiplied
   left to right in float64 (identical in NumPy: each quotient of two exactly representable
-  integers and each product is one correctly rounded IEEE operation); the task values summed
-  with ``sum`` in order of first appearance and divided by the number of tasks.
+  integers and each product is one correctly rounded IEEE operation, so it is computed once per
+  distinct ``(n, c)`` pair and gathered); the task values summed with ``sum`` in order of first
+  appearance and divided by the number of tasks.
+
+Exact sums. CPython 3.12's ``sum`` over floats (Neumaier's compensated summation) keeps the
+plain running sum ``f_i = f_{i−1} ⊕ x_i`` and, separately, ``c ⊕= e_i`` where ``e_i`` is the
+exact rounding error of that addition (computed by Fast2Sum, which is exact); the result is
+``f ⊕ c`` (``f`` alone when ``c`` is 0 or not finite). The running sums do not depend on ``c``,
+so :func:`float_sum` computes them with ``np.cumsum`` (a sequential left-to-right accumulation,
+not NumPy's pairwise ``sum``), every ``e_i`` at once with the branch-free TwoSum formula (also
+exact, hence the same numbers as Fast2Sum's) and ``c`` with a second ``np.cumsum``: the same
+IEEE operations on the same operands in the same order, so the same bits. It applies when the
+total is finite and non-zero (no overflow, no NaN/∞ element, no signed-zero question); anything
+else goes through ``sum`` on the very Python list. Adding ``0.0`` (an absent key, a row outside
+the selection) changes neither ``f`` (never −0.0) nor ``c``, so the sums run over full-length
+columns with zeros instead of gathered subsets. Columns whose values are all integers with
+``Σ|x| < 2**52`` take ``np.bincount`` (every partial sum is exact, whatever the order).
+
+Layout: :class:`HarborRewards` keeps full-length columns of the table (``n`` rows) and a mask
+of the rows Harbor loads; subsets (:meth:`HarborRewards.select`) only narrow the mask.
 
 Limit: the table stores rewards as float64, so a reward written as a JSON integer (which
 Harbor keeps as ``int``) is a float here. Values are equal (``==``); in the rare case where
@@ -30,7 +47,7 @@ bit, and Min/Max may return ``1.0`` where Harbor returns ``1``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,6 +58,7 @@ __all__ = [
     "BUILTIN_METRICS",
     "HarborRewards",
     "evals_key",
+    "float_sum",
     "harbor_metric",
     "harbor_pass_at_k",
     "harbor_pass_at_k_values",
@@ -61,134 +79,206 @@ def evals_key(agent: str, model: str, dataset: str) -> str:
     return f"{name}__{model}__{source}" if model else f"{name}__{source}"
 
 
+def _vector_sum(values: np.ndarray) -> float | None:
+    """``sum(values.tolist())`` computed with NumPy, or None where that form does not apply."""
+    if not values.size:
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        running = np.cumsum(values)
+    total = running[-1]
+    if total == 0.0 or not np.isfinite(total):  # signed zeros, overflow, NaN or ∞ elements
+        return None
+    before, after = running[:-1], running[1:]
+    # TwoSum: error = (before − (after − b)) + (x − b) with b = after − before
+    b = after - before
+    error = after - b
+    np.subtract(before, error, out=error)
+    np.subtract(values[1:], b, out=b)
+    error += b
+    c = np.cumsum(error)[-1] if error.size else 0.0
+    return float(total + c) if c != 0.0 and np.isfinite(c) else float(total)
+
+
+def float_sum(values: np.ndarray) -> float:
+    """``sum(values.tolist())`` (CPython 3.12's compensated sum), bit for bit, vectorised.
+
+    See "Exact sums" in the module docstring; falls back to the builtin when the vectorised
+    form does not apply (empty, zero or non-finite total).
+    """
+    values = np.asarray(values, dtype=np.float64)
+    result = _vector_sum(values)
+    return sum(values.tolist()) if result is None else result
+
+
+def _integral(values: np.ndarray) -> bool:
+    """True when every partial sum of ``values`` is an exactly representable integer."""
+    if not values.size:
+        return True
+    low, high = float(values.min()), float(values.max())
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return False
+    if max(abs(low), abs(high)) * values.size >= 2.0**52:
+        return False
+    if low <= 0.0 and np.any(np.signbit(values) & (values == 0)):
+        return False
+    if low >= 0.0 and high <= 1.0:  # the usual 0/1 rewards: one comparison pass
+        return bool(np.all((values == 0.0) | (values == 1.0))) or bool(
+            np.all(values == np.rint(values))
+        )
+    return bool(np.all(values == np.rint(values)))
+
+
 @dataclass(eq=False)
 class HarborRewards:
-    """The rewards Harbor would hold: valid rows of a table, in table order.
+    """The rewards Harbor would hold, over the ``n`` rows of a table (table order).
 
-    ``rows`` int64[m] table rows; ``names`` the ``O`` reward names (primary first);
-    ``present`` bool[O, m] key in the mapping; ``values`` float64[O, m] coerced values (0.0
-    where absent); ``none`` bool[m] rewards are ``None`` (no verifier result); ``group``
-    int64[m] index into ``evals_keys``; ``task`` int64[m] task index of the table.
+    ``valid`` bool[n] the rows Harbor holds (loadable and selected); ``names`` the ``O``
+    reward names (primary first); ``none`` bool[n] rewards are ``None`` (no verifier result);
+    ``group`` int64[n] index into ``evals_keys``; ``task`` int[n] task index of the table;
+    ``kinds``/``raw`` the ``O`` kind and value columns of the table. Derived per output (and
+    cached): :meth:`present_of` bool[n] (held row whose mapping carries the key) and
+    :meth:`values_of` float64[n] (coerced value, 0.0 where not present).
     """
 
-    rows: np.ndarray
+    valid: np.ndarray
     names: list[str]
-    present: np.ndarray
-    values: np.ndarray
     none: np.ndarray
     group: np.ndarray
     evals_keys: list[str]
     task: np.ndarray
+    kinds: list[np.ndarray]
+    raw: list[np.ndarray]
+    task_sorted: bool = False
+    _present: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _values: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _integral: dict[int, bool] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_table(cls, table: RewardTable) -> HarborRewards:
-        rows = np.flatnonzero((table.flags & Flag.INVALID) == 0)
-        none = (table.flags[rows] & Flag.NO_VERIFIER) != 0
-        present = np.empty((1 + len(table.keys), rows.size), dtype=bool)
-        values = np.empty((1 + len(table.keys), rows.size))
-        present[0] = table.primary_kind[rows] != Kind.MISSING
-        values[0] = table.primary[rows]
-        present[1:] = (table.kinds[rows] != Kind.MISSING).T
-        values[1:] = table.values[rows].T
-        present &= ~none
-        values[~present] = 0.0
-        n_models, n_datasets = len(table.models), len(table.datasets)
-        combos = (
-            table.agent[rows].astype(np.int64) * n_models + table.model[rows]
-        ) * n_datasets + table.dataset[rows]
-        size = len(table.agents) * n_models * n_datasets
-        used = np.flatnonzero(np.bincount(combos, minlength=size)) if rows.size else combos
+        valid = (table.flags & Flag.INVALID) == 0
+        none = (table.flags & Flag.NO_VERIFIER) != 0
+        sizes = (len(table.agents), len(table.models), len(table.datasets))
+        columns = (table.agent, table.model, table.dataset)
+        combos = np.zeros(len(table), dtype=np.int64)
+        for size, column in zip(sizes, columns, strict=True):
+            if size > 1:  # a single label adds nothing to the code
+                combos = combos * size + column
+        size = sizes[0] * sizes[1] * sizes[2]
+        counts = (
+            np.bincount(combos, weights=valid, minlength=size) if len(table) else np.zeros(size)
+        )
         labels = {}
-        for code in used.tolist():
-            rest, dataset = divmod(code, n_datasets)
-            agent, model = divmod(rest, n_models)
+        for code in np.flatnonzero(counts).tolist():
+            rest, dataset = divmod(code, sizes[2])
+            agent, model = divmod(rest, sizes[1])
             labels[code] = evals_key(
                 table.agents[agent], table.models[model], table.datasets[dataset]
             )
         names = sorted(set(labels.values()))
-        position = {name: i for i, name in enumerate(names)}
-        remap = np.zeros(max(size, 1), dtype=np.int64)
-        for code, label in labels.items():
-            remap[code] = position[label]
+        if len(names) <= 1:
+            group = np.zeros(len(table), dtype=np.int64)
+        else:
+            position = {name: i for i, name in enumerate(names)}
+            remap = np.zeros(max(size, 1), dtype=np.int64)
+            for code, label in labels.items():
+                remap[code] = position[label]
+            group = remap[combos]
+        task = table.task
         return cls(
-            rows=rows,
+            valid=valid,
             names=[table.reward_key, *table.keys],
-            present=present,
-            values=values,
             none=none,
-            group=remap[combos],
+            group=group,
             evals_keys=names,
-            task=table.task[rows].astype(np.int64),
+            task=task,
+            kinds=[table.primary_kind, *(table.kinds[:, j] for j in range(len(table.keys)))],
+            raw=[table.primary, *(table.values[:, j] for j in range(len(table.keys)))],
+            task_sorted=bool(task.size < 2 or np.all(task[1:] >= task[:-1])),
         )
 
     def __len__(self) -> int:
-        return int(self.rows.shape[0])
+        return int(np.count_nonzero(self.valid))
+
+    @property
+    def rows(self) -> np.ndarray:
+        """int64[m] the table rows Harbor holds, in order."""
+        return np.flatnonzero(self.valid)
+
+    @property
+    def scored(self) -> np.ndarray:
+        """bool[n] held rows with a rewards mapping."""
+        return self.valid & ~self.none
+
+    def present_of(self, output: int) -> np.ndarray:
+        if output not in self._present:
+            self._present[output] = (self.kinds[output] != Kind.MISSING) & self.scored
+        return self._present[output]
+
+    def values_of(self, output: int) -> np.ndarray:
+        if output not in self._values:
+            self._values[output] = np.where(self.present_of(output), self.raw[output], 0.0)
+        return self._values[output]
+
+    def integral(self, output: int) -> bool:
+        if output not in self._integral:
+            self._integral[output] = _integral(self.values_of(output))
+        return self._integral[output]
+
+    def _narrow(self, valid: np.ndarray, group: np.ndarray, keys: list[str]) -> HarborRewards:
+        return HarborRewards(
+            valid=valid,
+            names=self.names,
+            none=self.none,
+            group=group,
+            evals_keys=keys,
+            task=self.task,
+            kinds=self.kinds,
+            raw=self.raw,
+            task_sorted=self.task_sorted,
+        )
 
     def by_group(self) -> list[HarborRewards]:
         """One :class:`HarborRewards` per evals key (order kept within each)."""
         if len(self.evals_keys) == 1:
             return [self]
-        order = np.argsort(self.group, kind="stable")
-        bounds = np.searchsorted(self.group[order], np.arange(len(self.evals_keys) + 1))
-        rows, present, values = self.rows[order], self.present[:, order], self.values[:, order]
-        none, task = self.none[order], self.task[order]
-        out = []
-        for index, key in enumerate(self.evals_keys):
-            part = slice(int(bounds[index]), int(bounds[index + 1]))
-            out.append(
-                HarborRewards(
-                    rows=rows[part],
-                    names=self.names,
-                    present=present[:, part],
-                    values=values[:, part],
-                    none=none[part],
-                    group=np.zeros(part.stop - part.start, np.int64),
-                    evals_keys=[key],
-                    task=task[part],
-                )
-            )
-        return out
+        zeros = np.zeros(self.group.size, np.int64)
+        return [
+            self._narrow(self.valid & (self.group == g), zeros, [key])
+            for g, key in enumerate(self.evals_keys)
+        ]
 
     def select(self, mask: np.ndarray, merge_groups: bool = False) -> HarborRewards:
-        """The rewards where ``mask`` holds (order kept); ``merge_groups``: one evals key."""
-        group = self.group[mask]
-        keys = self.evals_keys
+        """The rewards of the table rows where ``mask`` (bool[n]) holds; ``merge_groups``:
+        one evals key. Without it the selection must lie within one evals key."""
+        valid = self.valid & mask
+        keys, group = self.evals_keys, self.group
         if merge_groups:
             group = np.zeros(group.size, np.int64)
             keys = ["+".join(self.evals_keys)]
         elif len(keys) > 1:
-            (kept,) = np.unique(group).tolist() or [0]
+            (kept,) = np.unique(group[valid]).tolist() or [0]
             keys, group = [keys[kept]], np.zeros(group.size, np.int64)
-        return HarborRewards(
-            rows=self.rows[mask],
-            names=self.names,
-            present=self.present[:, mask],
-            values=self.values[:, mask],
-            none=self.none[mask],
-            group=group,
-            evals_keys=keys,
-            task=self.task[mask],
-        )
+        return self._narrow(valid, group, keys)
 
     def column(self, output: int, exact_types: bool = True) -> list[Any]:
-        """Harbor's list for one key: the value, or int ``0`` where absent or ``None``.
+        """Harbor's list for one key (held rows): the value, or int ``0`` where absent.
 
-        With ``exact_types=False`` absent entries are the float ``0.0`` instead: the same
-        ``sum`` (adding 0 changes neither the running sum nor its compensation), not the same
-        ``min``/``max`` element type.
+        With ``exact_types=False`` absent entries are the float ``0.0`` instead.
         """
-        values = self.values[output].tolist()
-        if exact_types or not self.present[output].any():
-            for index in np.flatnonzero(~self.present[output]).tolist():
+        present = self.present_of(output)[self.valid]
+        values = self.values_of(output)[self.valid].tolist()
+        if exact_types or not present.any():
+            for index in np.flatnonzero(~present).tolist():
                 values[index] = 0
         return values
 
     def dicts(self) -> list[dict[str, float] | None]:
         """The reward dicts themselves (for ``metric.py`` scripts): key order primary first."""
+        rows = self.valid
+        values = np.stack([self.raw[o][rows] for o in range(len(self.names))], 1).tolist()
+        present = np.stack([self.present_of(o)[rows] for o in range(len(self.names))], 1).tolist()
         out: list[dict[str, float] | None] = []
-        values = self.values.T.tolist()
-        present = self.present.T.tolist()
-        for row, (none, flags) in enumerate(zip(self.none.tolist(), present, strict=True)):
+        for row, (none, flags) in enumerate(zip(self.none[rows].tolist(), present, strict=True)):
             if none:
                 out.append(None)
             else:
@@ -196,53 +286,72 @@ class HarborRewards:
         return out
 
 
-def _integral(values: np.ndarray) -> bool:
-    """True when every partial sum of ``values`` is an exactly representable integer."""
-    if not values.size:
-        return True
-    with np.errstate(invalid="ignore"):
-        whole = np.all(values == np.rint(values))
-    return bool(
-        whole
-        and not np.any(np.signbit(values) & (values == 0))
-        and float(np.abs(values).sum()) < 2.0**52
-    )
+def _held_group(rewards: HarborRewards, groups: int) -> np.ndarray:
+    """Evals key of every row, ``groups`` (an extra bin) for rows Harbor does not hold."""
+    if groups == 1:
+        return np.where(rewards.valid, 0, 1)
+    return np.where(rewards.valid, rewards.group, groups)
 
 
-def harbor_metrics_by_group(name: str, rewards: HarborRewards) -> list[dict[str, Any]]:
-    """Harbor's metric ``name`` for every evals key of ``rewards`` (``evals_keys`` order).
+def harbor_metrics_by_group(
+    name: str, rewards: HarborRewards, merged: bool = False
+) -> list[dict[str, Any]]:
+    """Harbor's metric ``name`` for every evals key of ``rewards`` (``evals_keys`` order);
+    ``merged``: one result over all of them taken as one dataset.
 
-    Mean and Sum of a column whose values are all integers (e.g. 0/1 rewards) take a NumPy
-    fast path: every partial sum is then an exact integer, so ``np.bincount``'s sequential
-    float sum, CPython's compensated ``sum`` and its int arithmetic give the same number.
-    Any other column (and Min/Max, whose result type matters) goes through the Python builtin
-    on the very list Harbor builds.
+    Mean and Sum are exact vectorised sums (see the module docstring); Min/Max (whose result
+    type matters) go through the Python builtin on the very list Harbor builds.
     """
     aggregate = BUILTIN_METRICS[name]
-    groups = len(rewards.evals_keys)
-    group = rewards.group
-    sizes = np.bincount(group, minlength=groups)
-    carried = (
-        np.stack([np.bincount(group, weights=row, minlength=groups) > 0 for row in rewards.present])
-        if len(rewards.names)
-        else np.zeros((0, groups), bool)
-    )  # [O, G]
+    groups = 1 if merged else len(rewards.evals_keys)
+    if not groups:
+        return []
+    held = _held_group(rewards, groups) if groups > 1 or not rewards.valid.all() else None
+    if held is None:
+        sizes = np.array([rewards.valid.size])
+    else:
+        sizes = np.bincount(held, minlength=groups + 1)[:groups]
+    n_out = len(rewards.names)
+    if groups == 1:
+        carried = np.array([[rewards.present_of(o).any()] for o in range(n_out)], bool)
+    else:
+        carried = np.stack(
+            [
+                np.bincount(rewards.group, weights=rewards.present_of(o), minlength=groups) > 0
+                for o in range(n_out)
+            ]
+        ).reshape(n_out, groups)
     fast = name in ("mean", "sum")
     masks: dict[int, np.ndarray] = {}
+    totals: dict[int, np.ndarray] = {}
 
-    def column(g: int, o: int) -> list[Any]:
-        if groups == 1:
-            return rewards.column(o, exact_types=not fast)
+    def member(g: int) -> np.ndarray:
         if g not in masks:
-            masks[g] = group == g
-        values = rewards.values[o][masks[g]].tolist()
-        present = rewards.present[o][masks[g]]
-        if not fast or not present.any():
-            for index in np.flatnonzero(~present).tolist():
-                values[index] = 0
+            masks[g] = rewards.valid if groups == 1 else held == g
+        return masks[g]
+
+    def exact_list(g: int, o: int) -> list[Any]:
+        mask = member(g)
+        values = rewards.values_of(o)[mask].tolist()
+        for index in np.flatnonzero(~rewards.present_of(o)[mask]).tolist():
+            values[index] = 0
         return values
 
-    totals: dict[int, np.ndarray] = {}
+    def total(g: int, o: int) -> float:
+        if rewards.integral(o):
+            if o not in totals:
+                if held is None:
+                    totals[o] = np.array([rewards.values_of(o).sum()])
+                else:
+                    weights = rewards.values_of(o)
+                    totals[o] = np.bincount(held, weights=weights, minlength=groups + 1)
+            return float(totals[o][g])
+        data = rewards.values_of(o)
+        if groups > 1:
+            data = data[member(g)]  # the zeros of other rows would be no-ops anyway
+        result = _vector_sum(data)
+        return sum(exact_list(g, o)) if result is None else result
+
     out = []
     for g in range(groups):
         used = np.flatnonzero(carried[:, g]).tolist()
@@ -256,30 +365,18 @@ def harbor_metrics_by_group(name: str, rewards: HarborRewards) -> list[dict[str,
         for label, o in columns:
             if o is None:
                 result[label] = aggregate([0] * int(sizes[g]))
-                continue
-            if fast:
-                if o not in totals:
-                    data = rewards.values[o]
-                    totals[o] = (
-                        np.bincount(group, weights=data, minlength=groups)
-                        if _integral(data)
-                        else np.full(groups, np.nan)
-                    )
-                total = totals[o][g]
-                if not np.isnan(total):
-                    total = float(total)
-                    result[label] = total / int(sizes[g]) if name == "mean" else total
-                    continue
-            result[label] = aggregate(column(g, o))
+            elif fast:
+                value = total(g, o)
+                result[label] = value / int(sizes[g]) if name == "mean" else value
+            else:
+                result[label] = aggregate(exact_list(g, o))
         out.append(result)
     return out
 
 
 def harbor_metric(name: str, rewards: HarborRewards) -> dict[str, Any]:
     """Harbor's built-in metric ``name`` (mean, sum, min, max) over all of ``rewards``."""
-    if len(rewards.evals_keys) != 1:
-        rewards = rewards.select(np.ones(len(rewards), bool), merge_groups=True)
-    return harbor_metrics_by_group(name, rewards)[0]
+    return harbor_metrics_by_group(name, rewards, merged=True)[0]
 
 
 def _eligible_ks(max_k: int) -> list[int]:
@@ -291,37 +388,89 @@ def _eligible_ks(max_k: int) -> list[int]:
     return sorted(ks)
 
 
+def _pass_values(n: np.ndarray, c: np.ndarray) -> dict[int, float]:
+    """Harbor's pass@k over tasks with ``n`` trials and ``c`` successes (first-seen order)."""
+    if not n.size:
+        return {}
+    ks = _eligible_ks(int(n.min()))
+    if not ks:
+        return {}
+    base = int(n.max()) + 1
+    code = n * base + c
+    if base * base <= 4 * n.size + 65536:
+        occupied = np.bincount(code, minlength=base * base) > 0
+        pairs = np.flatnonzero(occupied)
+        inverse = (np.cumsum(occupied) - 1)[code]
+    else:
+        pairs, inverse = np.unique(code, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    un, uc = np.divmod(pairs, base)
+    result = {}
+    for k in ks:
+        product = np.ones(un.size)
+        for i in range(k):
+            product = product * ((un - uc - i) / (un - i))
+        per_pair = np.where(un - uc < k, 1.0, 1.0 - product)
+        result[k] = float_sum(per_pair[inverse]) / n.size
+    return result
+
+
+def _bad_groups(rewards: HarborRewards, groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Groups whose pass@k Harbor empties, and every row's single value (0.0 if none)."""
+    scored = rewards.scored
+    count = np.zeros(scored.size, dtype=np.int8)
+    single = np.zeros(scored.size)
+    for o in range(len(rewards.names)):
+        count += rewards.present_of(o)
+        single = single + rewards.values_of(o) if len(rewards.names) > 1 else rewards.values_of(o)
+    bad = scored & ((count != 1) | ((single != 0.0) & (single != 1.0)))
+    return np.bincount(rewards.group[bad], minlength=groups) > 0, single
+
+
 def harbor_pass_at_k_values(rewards: HarborRewards) -> dict[int, float]:
     """Harbor's ``_compute_pass_at_k_for_trials`` on one evals key's rewards."""
-    if not len(rewards):
-        return {}
-    counts = rewards.present.sum(axis=0)
-    scored = ~rewards.none
-    if np.any(scored & (counts != 1)):
-        return {}
-    single = rewards.values.sum(axis=0)  # the one present value (absent ones are 0.0)
-    single = np.where(scored, single, 0.0)
-    if not np.all((single == 0.0) | (single == 1.0)):
-        return {}
-    _, first_seen, inverse = np.unique(rewards.task, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    order = np.argsort(first_seen, kind="stable")  # tasks by first appearance
-    n = np.bincount(inverse)[order]
-    c = np.bincount(inverse, weights=single).astype(np.int64)[order]
-    result = {}
-    for k in _eligible_ks(int(n.min())):
-        product = np.ones(n.size)
-        for i in range(k):
-            product = product * ((n - c - i) / (n - i))
-        per_task = np.where(n - c < k, 1.0, 1.0 - product)
-        result[k] = sum(per_task.tolist()) / n.size
-    return result
+    return harbor_pass_at_k(rewards.select(np.ones(rewards.valid.size, bool), True)).get(
+        "+".join(rewards.evals_keys), {}
+    )
 
 
 def harbor_pass_at_k(rewards: HarborRewards) -> dict[str, dict[int, float]]:
     """Harbor's ``compute_pass_at_k_by_evals``: evals key → ``{k: value}``, non-empty only."""
+    groups = len(rewards.evals_keys)
+    if not groups or not rewards.valid.any():
+        return {}
+    bad, single = _bad_groups(rewards, groups)
+    if bad.all():
+        return {}
+    held = _held_group(rewards, groups)
     out = {}
-    for part in rewards.by_group():
-        if values := harbor_pass_at_k_values(part):
-            out[part.evals_keys[0]] = values
+    if rewards.task_sorted:
+        # tasks appear in increasing order within every group: first-seen order = task order
+        tasks = int(rewards.task.max()) + 1
+        code = held * tasks + rewards.task
+        size = (groups + 1) * tasks
+        n = np.bincount(code, minlength=size)[: groups * tasks].reshape(groups, tasks)
+        c = np.bincount(code, weights=single, minlength=size)[: groups * tasks]
+        c = c.astype(np.int64).reshape(groups, tasks)
+        for g, key in enumerate(rewards.evals_keys):
+            if bad[g]:
+                continue
+            used = n[g] > 0
+            if values := _pass_values(n[g][used], c[g][used]):
+                out[key] = values
+        return out
+    for g, key in enumerate(rewards.evals_keys):
+        if bad[g]:
+            continue
+        member = held == g
+        task = rewards.task[member]
+        if not task.size:
+            continue
+        _, first_seen, inverse = np.unique(task, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        order = np.argsort(first_seen, kind="stable")  # tasks by first appearance
+        n = np.bincount(inverse)[order]
+        c = np.bincount(inverse, weights=single[member]).astype(np.int64)[order]
+        if values := _pass_values(n, c):
+            out[key] = values
     return out

@@ -25,13 +25,15 @@ scripts and views is computed from a :class:`Partials` alone.
 from __future__ import annotations
 
 import itertools
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from scoring._errors import ScoringError
 from scoring._rules import Attempts, Status
-from scoring.table import Kind, RewardTable
+from scoring.table import Kind, RewardTable, Strings, as_str_array
 
 __all__ = ["CELL_FIELDS", "Partials"]
 
@@ -39,13 +41,25 @@ CELL_FIELDS: tuple[str, ...] = ("task", "agent", "model", "dataset")
 _N_STATUS = len(Status)
 
 
-def _sorted_used(labels: list[str], column: np.ndarray) -> tuple[list[str], np.ndarray]:
-    """The labels ``column`` uses, sorted, and the rank of every label index (-1 unused)."""
+def _strictly_increasing(labels: Sequence[str]) -> bool:
+    """``all(a < b for consecutive labels)``; on a stored column, NumPy compares the arrays (its
+    code-point order of NUL-padded strings: strictly increasing there implies it here)."""
+    if isinstance(labels, Strings):
+        array = labels.array()
+        return bool(np.all(array[1:] > array[:-1]))
+    return all(map(operator.lt, labels, itertools.islice(labels, 1, None)))
+
+
+def _sorted_used(
+    labels: Sequence[str], column: np.ndarray
+) -> tuple[Sequence[str], np.ndarray | None]:
+    """The labels ``column`` uses, sorted, and the rank of every label index (-1 unused);
+    rank None: every label is used and already sorted (the rank is the index itself)."""
     occupied = np.bincount(column, minlength=len(labels)) > 0
-    if occupied.all() and all(a < b for a, b in itertools.pairwise(labels)):
-        return list(labels), np.arange(max(len(labels), 1), dtype=np.int64)  # already sorted
+    if occupied.all() and _strictly_increasing(labels):
+        return (labels if isinstance(labels, Strings) else list(labels)), None
     used = np.flatnonzero(occupied)
-    names = np.array(labels, dtype=np.str_)[used] if used.size else np.zeros(0, np.str_)
+    names = as_str_array(labels)[used] if used.size else np.zeros(0, np.str_)
     order = np.argsort(names, kind="stable")
     rank = np.full(max(len(labels), 1), -1, dtype=np.int64)
     rank[used[order]] = np.arange(used.size)
@@ -117,10 +131,10 @@ class Partials:
         sizes = []
         for name, column, names in zip(CELL_FIELDS, columns, label_lists, strict=True):
             used, rank = _sorted_used(names, column)
-            labels[name] = used
+            labels[name] = used  # type: ignore[assignment]
             sizes.append(max(len(used), 1))
             if sizes[-1] > 1:  # a single label adds nothing to the key
-                key = key * sizes[-1] + rank[column]
+                key = key * sizes[-1] + (column if rank is None else rank[column])
         total = 1
         for size in sizes:
             total *= size
@@ -244,6 +258,11 @@ def _widen(array: np.ndarray, have: list[str], want: list[str]) -> np.ndarray:
 
 
 def _rollup(labels: list[str], column: np.ndarray) -> dict[str, int]:
+    if len(labels) == 1:
+        return {labels[0]: int(column.size)} if labels[0] and column.size else {}
+    if len(labels) == 2 and not labels[0]:  # "" and one name: count the non-zero indices
+        found = int(np.count_nonzero(column))
+        return {labels[1]: found} if found else {}
     counts = np.bincount(column, minlength=len(labels))
     found = {labels[i]: int(counts[i]) for i in np.flatnonzero(counts) if labels[i]}
     return dict(sorted(found.items()))

@@ -59,35 +59,56 @@ class PassAtK:
         }
 
 
+def _pair_index(n: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct ``(n, a)`` pairs (by decreasing ``n``) and every task's pair index."""
+    base = int(max(int(n.max()), int(a.max()))) + 1
+    code = (int(n.max()) - n) * base + a  # decreasing n first
+    if base * base <= 4 * n.size + 65536:
+        occupied = np.bincount(code, minlength=base * base) > 0
+        pairs = np.flatnonzero(occupied)
+        inverse = (np.cumsum(occupied) - 1)[code]
+    else:
+        pairs, inverse = np.unique(code, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    rest, pair_a = np.divmod(pairs, base)
+    return int(n.max()) - rest, pair_a, inverse
+
+
 def per_task_products(n: np.ndarray, a: np.ndarray, ks: list[int]) -> dict[int, np.ndarray]:
     """``{k: Π_{j<k} max(a − j, 0) / (n − j)}`` for the tasks with ``n >= k``.
 
     Tasks come out in the order of a stable sort by decreasing ``n`` (so the eligible tasks of
-    every k are a prefix; no sort when every task has the same ``n``); the work is
-    ``Σ_t min(n_t, max k)`` multiplications.
+    every k are a prefix; no sort when every task has the same ``n``). The products depend on
+    ``(n, a)`` only, so they are computed once per distinct pair (the same IEEE operations in
+    the same order, hence the same bits) and gathered: ``Σ_pairs min(n, max k)``
+    multiplications.
     """
     n = np.asarray(n, dtype=np.int64)
     a = np.asarray(a, dtype=np.int64)
-    if n.size and n.min() == n.max():  # equal attempt counts: already "sorted"
-        ns, As, descending = n.astype(np.float64), a.astype(np.float64), n
-    else:
-        order = np.argsort(-n, kind="stable")
-        ns, As, descending = n[order].astype(np.float64), a[order].astype(np.float64), n[order]
     wanted = sorted({k for k in ks if k >= 1})
     out: dict[int, np.ndarray] = {k: np.zeros(0) for k in wanted}
     if not wanted or not n.size:
         return out
-    # number of tasks with n > j, for j = 0 .. max k − 1
+    if n.min() == n.max():  # equal attempt counts: already "sorted"
+        descending, a_sorted = n, a
+    else:
+        order = np.argsort(-n, kind="stable")
+        descending, a_sorted = n[order], a[order]
+    # max(a − j, 0) is the same for every a <= 0: clipping keeps the pairs few and the bits
+    pair_n, pair_a, inverse = _pair_index(descending, np.maximum(a_sorted, 0))
+    ns, As = pair_n.astype(np.float64), pair_a.astype(np.float64)
+    # number of tasks (pairs) with n > j, for j = 0 .. max k − 1
     top = wanted[-1]
     active = np.searchsorted(-descending, -np.arange(top), side="left")
-    product = np.ones(n.size)
+    pair_active = np.searchsorted(-pair_n, -np.arange(top), side="left")
+    product = np.ones(ns.size)
     for j in range(top):
-        m = int(active[j])
+        m, p = int(active[j]), int(pair_active[j])
         if m == 0:
             break
-        product[:m] *= np.maximum(As[:m] - j, 0.0) / (ns[:m] - j)
+        product[:p] *= np.maximum(As[:p] - j, 0.0) / (ns[:p] - j)
         if j + 1 in out:
-            out[j + 1] = product[:m].copy()
+            out[j + 1] = product[inverse[:m]]
     return out
 
 

@@ -28,12 +28,18 @@ plus ``trials`` (the trial names, ``n`` strings), ``keys`` (the ``k`` secondary 
 from __future__ import annotations
 
 import io
+import struct
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
+from typing import Any
 
 import numpy as np
+from numpy.lib import format as npy_format
 
-__all__ = ["Flag", "Kind", "RewardTable"]
+__all__ = ["Flag", "Kind", "RewardTable", "Strings"]
 
 
 class Flag(IntFlag):
@@ -53,6 +59,139 @@ class Kind(IntEnum):
     BOOLEAN = 3  # JSON true/false (Harbor coerces to 1/0)
 
 
+class Strings(Sequence[str]):
+    """A read-only list of names backed by a NumPy unicode array (a stored table's columns).
+
+    Loading a table does not build a million Python strings: the list is made on first element
+    access (``len`` and ``np.asarray`` never make it); ``==`` compares equal to the same
+    ``list``. ``verify`` (optional) runs once before the array is first used (the CRC check of
+    the stored column).
+    """
+
+    __slots__ = ("_array", "_items", "_verify")
+
+    def __init__(self, array: np.ndarray, verify: Callable[[], None] | None = None) -> None:
+        self._array = array
+        self._items: list[str] | None = None
+        self._verify = verify
+
+    def array(self) -> np.ndarray:
+        """The backing ``<U`` array (read-only)."""
+        if self._verify is not None:
+            self._verify()
+            self._verify = None
+        return self._array
+
+    def items(self) -> list[str]:
+        """The names as a Python list (built once)."""
+        if self._items is None:
+            self._items = self.array().tolist()
+        return self._items
+
+    def __len__(self) -> int:
+        return int(self._array.shape[0])
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.items()[index]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.items())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self.items()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Strings):
+            other = other.items()
+        if isinstance(other, list):
+            return self.items() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __add__(self, other: Sequence[str]) -> list[str]:
+        return self.items() + list(other)
+
+    def __radd__(self, other: Sequence[str]) -> list[str]:
+        return list(other) + self.items()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        array = self.array()
+        return array if dtype is None else array.astype(dtype)
+
+    def __repr__(self) -> str:
+        return repr(self.items())
+
+
+def as_str_array(names: Sequence[str]) -> np.ndarray:
+    """``names`` as a ``<U`` array (no conversion for :class:`Strings`)."""
+    if isinstance(names, Strings):
+        return names.array()
+    return np.array(list(names), dtype=np.str_) if len(names) else np.zeros(0, np.str_)
+
+
+def _stored_members(data: bytes) -> dict[str, tuple[memoryview, int]] | None:
+    """``{name: (bytes, crc)}`` of an uncompressed ``.npz`` without copying, or None when the
+    archive is not a plain stored zip (then :func:`numpy.load` reads it)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            infos = archive.infolist()
+    except (zipfile.BadZipFile, ValueError, OSError):
+        return None
+    view = memoryview(data)
+    members = {}
+    for info in infos:
+        start = info.header_offset
+        header = data[start : start + 30]
+        if (
+            info.compress_type != zipfile.ZIP_STORED
+            or info.flag_bits & 0x1
+            or len(header) < 30
+            or header[:4] != b"PK\x03\x04"
+            or not info.filename.endswith(".npy")
+        ):
+            return None
+        name_length, extra_length = struct.unpack("<HH", header[26:30])
+        begin = start + 30 + name_length + extra_length
+        if begin + info.compress_size > len(data):
+            return None
+        members[info.filename[:-4]] = (view[begin : begin + info.compress_size], info.CRC)
+    return members
+
+
+def _member_array(body: memoryview, crc: int, name: str, check: bool) -> tuple[np.ndarray, Any]:
+    """The array stored in one ``.npy`` member, as a read-only view of ``body``; the CRC is
+    checked now (``check``) or by the returned callable."""
+
+    def verify() -> None:
+        if zlib.crc32(body) != crc:
+            raise ValueError(f"column {name}: CRC-32 mismatch (corrupt reward table)")
+
+    if check:
+        verify()
+    stream = io.BytesIO(body[: 65536 + 64])
+    version = npy_format.read_magic(stream)
+    if version == (1, 0):
+        shape, fortran, dtype = npy_format.read_array_header_1_0(stream)
+    elif version in ((2, 0), (3, 0)):
+        shape, fortran, dtype = npy_format.read_array_header_2_0(stream)
+    else:  # pragma: no cover - numpy writes 1.0 (2.0 for huge headers)
+        raise ValueError(f"column {name}: unsupported .npy version {version}")
+    if dtype.hasobject:
+        raise ValueError(f"column {name}: object arrays are not allowed")
+    count = 1
+    for size in shape:
+        count *= size
+    offset = stream.tell()
+    if offset + count * dtype.itemsize > len(body):
+        raise ValueError(f"column {name}: truncated")
+    array = np.frombuffer(body, dtype=dtype, count=count, offset=offset)
+    array = array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
+    if dtype.kind != "U" and not array.flags.aligned:
+        array = array.copy()  # NumPy computes on unaligned data much more slowly
+    return array, (None if check else verify)
+
+
 _STRING_COLUMNS = (
     "tasks",
     "trials",
@@ -66,6 +205,7 @@ _STRING_COLUMNS = (
 )
 _ARRAY_COLUMNS = ("task", "attempt", "flags", "primary", "primary_kind", "values", "kinds")
 _INDEX_COLUMNS = ("agent", "model", "dataset", "exception", "failure")
+_ALL_COLUMNS = {*_STRING_COLUMNS, *_ARRAY_COLUMNS, *_INDEX_COLUMNS, "reward_key"}
 
 
 @dataclass(eq=False)
@@ -102,7 +242,7 @@ class RewardTable:
         """Serialize as an uncompressed ``.npz`` (no pickles)."""
         arrays = {name: getattr(self, name) for name in _ARRAY_COLUMNS + _INDEX_COLUMNS}
         for name in _STRING_COLUMNS:
-            arrays[name] = np.array(getattr(self, name), dtype=np.str_)
+            arrays[name] = as_str_array(getattr(self, name))
         arrays["reward_key"] = np.array(self.reward_key, dtype=np.str_)
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)
@@ -110,12 +250,33 @@ class RewardTable:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> RewardTable:
-        """Inverse of :meth:`to_bytes`. Raises ``ValueError`` on malformed data."""
-        with np.load(io.BytesIO(data), allow_pickle=False) as loaded:
-            columns = {name: loaded[name] for name in loaded.files}
-        strings = {name: columns.pop(name).tolist() for name in _STRING_COLUMNS}
+        """Inverse of :meth:`to_bytes`. Raises ``ValueError`` on malformed data.
+
+        Columns are read-only views of ``data`` (no copy) where aligned, else aligned copies;
+        the name columns stay views. Every column's CRC-32 is checked
+        before use: the numeric ones here, the name columns (:class:`Strings`, the trial names
+        being the bulk of the bytes) when first used.
+        """
+        data = bytes(data)  # no copy for bytes
+        members = _stored_members(data)
+        if members is None or set(members) != _ALL_COLUMNS:
+            with np.load(io.BytesIO(data), allow_pickle=False) as loaded:
+                columns = {name: loaded[name] for name in loaded.files}
+            strings = {name: columns.pop(name).tolist() for name in _STRING_COLUMNS}
+            reward_key = str(columns.pop("reward_key"))
+            return cls(reward_key=reward_key, **strings, **columns)
+        columns: dict[str, Any] = {}
+        for name, (body, crc) in members.items():
+            lazy = name in ("tasks", "trials")
+            array, verify = _member_array(body, crc, name, check=not lazy)
+            if name in _STRING_COLUMNS:
+                if array.dtype.kind != "U" or array.ndim != 1:
+                    raise ValueError(f"column {name} is not a list of strings")
+                columns[name] = Strings(array, verify) if lazy else array.tolist()
+            else:
+                columns[name] = array
         reward_key = str(columns.pop("reward_key"))
-        return cls(reward_key=reward_key, **strings, **columns)
+        return cls(reward_key=reward_key, **columns)
 
     def validate(self) -> None:
         """Check shapes and index ranges; raises ``ValueError`` naming the column."""

@@ -248,3 +248,27 @@ def test_concat_tables_and_reward_key_agreement() -> None:
     other = make_table([{"task": "a", "rewards": {"score": 1.0}}], reward_key="score")
     with pytest.raises(ScoringError, match="disagree on the primary reward key"):
         concat_tables([first, other])
+
+
+def test_stored_table_columns_are_checked_and_names_lazy() -> None:
+    from scoring.table import RewardTable, Strings, _stored_members
+
+    table = make_table([{"task": f"t{i % 3}", "rewards": {"reward": i % 2}} for i in range(9)])
+    data = table.to_bytes()
+    loaded = RewardTable.from_bytes(data)
+    assert isinstance(loaded.trials, Strings) and loaded.trials == table.trials
+    assert list(loaded.tasks) == table.tasks and len(loaded.tasks) == 3
+    members = _stored_members(data)
+    assert members is not None
+    for column, eager in (("trials", False), ("primary", True)):
+        body, _ = members[column]
+        offset = data.index(body.tobytes()) + len(body) - 1  # last byte of the column
+        corrupt = bytearray(data)
+        corrupt[offset] ^= 0x55
+        if eager:
+            with pytest.raises(ValueError, match="CRC"):
+                RewardTable.from_bytes(bytes(corrupt))
+        else:
+            lazy = RewardTable.from_bytes(bytes(corrupt))
+            with pytest.raises(ValueError, match="CRC"):
+                list(lazy.trials)

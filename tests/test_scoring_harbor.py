@@ -162,3 +162,44 @@ def test_integer_rewards_equal_harbor(name: str) -> None:
     rows = [{"task": f"t{i}", "rewards": {"reward": i % 2}} for i in range(7)]
     report = score(make_table(rows), metrics=[name])
     assert report.harbor_metrics == [HARBOR[name].compute(harbor_rewards(harbor_trials(rows)))]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(
+        st.one_of(
+            st.floats(allow_nan=False, allow_infinity=False),
+            st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False),
+            st.sampled_from([0.0, -0.0, 0.1, 1e16, -1e16, 2.0**53, 1e308, -1e308, 5e-324]),
+        ),
+        max_size=80,
+    )
+)
+def test_float_sum_is_cpython_sum_bit_for_bit(values) -> None:
+    import math
+
+    import numpy as np
+
+    from scoring._harbor import float_sum
+
+    got, want = float_sum(np.array(values, dtype=np.float64)), sum(values)
+    assert got == want or (math.isnan(got) and math.isnan(want))
+    assert math.copysign(1.0, got) == math.copysign(1.0, want)
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_parity_on_rows_grouped_by_task_with_interleaved_models(binary: bool) -> None:
+    # the importer's layout (rows grouped by task), evals keys alternating by task
+    rows = []
+    for t in range(12):
+        for a in range(3 + t % 3):
+            value = float((t * 7 + a * 3) % 5 == 0) if binary else ((t * 13 + a * 7) % 10) / 7
+            rewards = {"reward": value} if binary else {"reward": value, "style": value / 3}
+            rows.append(
+                {
+                    "task": f"t{t:02d}",
+                    "rewards": None if (t + a) % 11 == 0 else rewards,
+                    "model": "m" if t % 2 else "",
+                }
+            )
+    check_parity(rows)
