@@ -16,74 +16,23 @@ Exit status: 0 ok; 1 a check failed (an unusable job, a refused saved-trials fil
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from casstore.errors import UsageError
 from casstore.store import Store
 from casstore.trials import find_jobs, read_job, write_trials_jsonl
 from casstore.trials.jobs import assign_attempts, record_reward_key
 from cli.options import GlobalOptions, JsonOption
-from cli.output import emit_json, err_console, out_console
+from cli.output import emit_json, out_console, progress_bar
 
 __all__ = ["job_rows", "ls_jobs", "register"]
 
 RewardKeyOption = Annotated[
     str, typer.Option("--reward-key", help="The primary reward key (default reward).")
 ]
-
-
-class _Bar:
-    """A rich progress bar on stderr (``start(total)``, ``advance(label)``)."""
-
-    def __init__(self, progress: Progress) -> None:
-        self._progress = progress
-        self._task = progress.add_task("import", total=None)
-        self._pending = 0
-
-    def start(self, total: int) -> None:
-        self._progress.update(self._task, total=total)
-
-    def advance(self, label: str) -> None:
-        self._pending += 1
-        if self._pending >= 64:
-            self._progress.update(self._task, advance=self._pending, description=label[:40])
-            self._pending = 0
-
-    def flush(self) -> None:
-        self._progress.update(self._task, advance=self._pending)
-        self._pending = 0
-
-
-class _Silent:
-    def start(self, total: int) -> None:
-        pass
-
-    def advance(self, label: str) -> None:
-        pass
-
-
-@contextmanager
-def _bar():
-    """A progress bar on stderr when it is a terminal; otherwise no output at all."""
-    if not err_console.is_terminal:
-        yield _Silent()
-        return
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        console=err_console,
-        transient=True,
-    )
-    with progress:
-        bar = _Bar(progress)
-        yield bar
-        bar.flush()
 
 
 def import_(
@@ -104,7 +53,7 @@ def import_(
         if not path.exists():
             raise UsageError(str(path), "no such file or directory")
     options: GlobalOptions = ctx.obj
-    with Store(options.store) as store, _bar() as bar:
+    with Store(options.store) as store, progress_bar("import", every=64) as bar:
         reports = store.import_jobs(paths, reward_key=reward_key, name=name, progress=bar)
     if json:
         items = [r.to_json() for r in reports]

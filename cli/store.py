@@ -8,55 +8,21 @@ missing store: only ``publish`` creates one. Progress bars are drawn only on a t
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Literal
 
 import orjson
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from casstore.discovery import discover
 from casstore.errors import UsageError
 from casstore.store import DEFAULT_FILESET, DEFAULT_WORKSPACE, Store
-from casstore.store.core import NO_PROGRESS
 from cli.options import CompressionOption, GlobalOptions, JsonOption
-from cli.output import emit_json, err_console, out_console
+from cli.output import emit_json, out_console, progress_bar
 
 __all__ = ["register"]
 
 WorkspaceOption = Annotated[str, typer.Option("--workspace", "-w", help="Workspace of the names.")]
-
-
-class _Bar:
-    """A rich progress bar on stderr implementing :class:`casstore.store.Progress`."""
-
-    def __init__(self, progress: Progress, description: str) -> None:
-        self._progress = progress
-        self._task = progress.add_task(description, total=None)
-
-    def start(self, total: int) -> None:
-        self._progress.update(self._task, total=total)
-
-    def advance(self, label: str) -> None:
-        self._progress.update(self._task, advance=1, description=label[:40])
-
-
-@contextmanager
-def _bar(description: str):
-    """A progress bar on stderr when it is a terminal; otherwise no output at all."""
-    if not err_console.is_terminal:
-        yield NO_PROGRESS
-        return
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        console=err_console,
-        transient=True,
-    )
-    with progress:
-        yield _Bar(progress, description)
 
 
 def _store(ctx: typer.Context, create: bool = False) -> Store:
@@ -90,7 +56,7 @@ def publish(
     if name is not None and len(tasks) != 1:
         raise UsageError(str(path), "--name needs a single task")
     results = []
-    with _store(ctx, create=True) as store, _bar("publish") as bar:
+    with _store(ctx, create=True) as store, progress_bar("publish") as bar:
         bar.start(len(tasks))
         for task in tasks:
             results.append(
@@ -252,7 +218,7 @@ def checkout(
     json: JsonOption = False,
 ) -> None:
     """Verify, extract and validate every task of REF into DEST/<task dir>/."""
-    with _store(ctx) as store, _bar("checkout") as bar:
+    with _store(ctx) as store, progress_bar("checkout") as bar:
         result = store.checkout(ref, dest, bar)
     if json:
         emit_json(result.model_dump())
@@ -262,7 +228,7 @@ def checkout(
 
 def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
     """Re-verify every archive and reference (never modifies); exit 1 on problems."""
-    with _store(ctx) as store, _bar("fsck") as bar:
+    with _store(ctx) as store, progress_bar("fsck") as bar:
         report = store.fsck(bar)
     if json:
         emit_json(report.model_dump())
