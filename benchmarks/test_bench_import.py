@@ -12,13 +12,19 @@ several shapes, 10% errored). Full size (``--benchmark-enable``): 100,000 trials
 * ``casstore import (store)``: ``Store.import_jobs`` into a fresh store (LMDB writes included).
 
 Target of the issue (``extra_info["targets"]``): import >= 5x the Harbor loader. Not asserted:
-timings on a shared machine are reported, not enforced.
+timings on a shared machine are reported, not enforced. ``extra_info`` also holds
+``files_per_s`` (wall, median round), ``cpu_s`` and ``cpu_files_per_s`` (CPU seconds of the
+median-wall round, this process and its worker processes) and, for ours, ``ratio`` and
+``cpu_ratio`` against the Harbor loader measured in the same session (same files, page cache
+warm for both: every measurement is preceded by one unmeasured run).
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import shutil
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,6 +35,7 @@ from casstore.store import Store
 from casstore.trials import read_job
 
 GROUP = "import-trials"
+_HARBOR_RATES: dict[str, float] = {}  # "wall"/"cpu" files/s of the Harbor loader
 HARBOR = "Harbor TrialResult.model_validate_json"
 FULL, SMOKE = 100_000, 50
 
@@ -137,6 +144,47 @@ def _info(benchmark, label: str, n: int, job: Path, baseline: bool = False) -> N
         benchmark.extra_info["targets"] = {HARBOR: 5.0}
 
 
+def _cpu() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)  # joined worker processes
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+class _Timed:
+    """Wraps the measured function: wall and CPU seconds of each round."""
+
+    def __init__(self, function) -> None:
+        self.function = function
+        self.rounds: list[tuple[float, float]] = []
+
+    def __call__(self, *args, **kwargs):
+        wall, cpu = time.perf_counter(), _cpu()
+        result = self.function(*args, **kwargs)
+        self.rounds.append((time.perf_counter() - wall, _cpu() - cpu))
+        return result
+
+
+def _rates(benchmark, timed: _Timed, n: int, baseline: bool = False) -> None:
+    """files/s (wall, CPU) of the median-wall round, and ratios against Harbor's loader."""
+    if not timed.rounds:
+        return
+    wall, cpu = sorted(timed.rounds)[len(timed.rounds) // 2]
+    rates = {"wall": n / wall, "cpu": n / cpu if cpu > 0 else float("inf")}
+    info = benchmark.extra_info
+    info.update(
+        {
+            "files_per_s": round(rates["wall"]),
+            "cpu_s": round(cpu, 3),
+            "cpu_files_per_s": round(rates["cpu"]),
+        }
+    )
+    if baseline:
+        _HARBOR_RATES.update(rates)
+    elif _HARBOR_RATES:
+        info["ratio"] = round(rates["wall"] / _HARBOR_RATES["wall"], 2)
+        info["cpu_ratio"] = round(rates["cpu"] / _HARBOR_RATES["cpu"], 2)
+
+
 def _harbor_load(job: Path) -> int:
     from harbor.models.trial.result import TrialResult
 
@@ -152,25 +200,29 @@ def _harbor_load(job: Path) -> int:
 def test_bench_harbor_loader(benchmark, bench_job) -> None:
     job, n = bench_job
     _info(benchmark, HARBOR, n, job, baseline=True)
-    _harbor_load(job)  # warm: imports
-    assert benchmark.pedantic(_harbor_load, args=(job,), rounds=3, iterations=1) == n
+    _harbor_load(job)  # warm: imports, page cache
+    timed = _Timed(_harbor_load)
+    assert benchmark.pedantic(timed, args=(job,), rounds=3, iterations=1) == n
+    _rates(benchmark, timed, n, baseline=True)
 
 
 def test_bench_read_job(benchmark, bench_job) -> None:
     job, n = bench_job
     _info(benchmark, "casstore read_job", n, job)
-    read_job(job)  # warm: imports
-    imported = benchmark.pedantic(read_job, args=(job,), rounds=3, iterations=1)
+    read_job(job)  # warm: imports, page cache
+    timed = _Timed(read_job)
+    imported = benchmark.pedantic(timed, args=(job,), rounds=3, iterations=1)
     assert len(imported.trials) == n and len(imported.table) == n
+    _rates(benchmark, timed, n)
 
 
 def test_bench_read_job_one_process(benchmark, bench_job) -> None:
     job, n = bench_job
     _info(benchmark, "casstore read_job (1 process)", n, job)
-    imported = benchmark.pedantic(
-        read_job, args=(job,), kwargs={"workers": 1}, rounds=3, iterations=1
-    )
+    timed = _Timed(read_job)
+    imported = benchmark.pedantic(timed, args=(job,), kwargs={"workers": 1}, rounds=3, iterations=1)
     assert len(imported.trials) == n
+    _rates(benchmark, timed, n)
 
 
 def test_bench_store_import(benchmark, bench_job, tmp_path: Path) -> None:
@@ -188,4 +240,7 @@ def test_bench_store_import(benchmark, bench_job, tmp_path: Path) -> None:
             (report,) = store.import_jobs([job])
         return report.imported
 
-    benchmark.pedantic(run, setup=fresh, rounds=3, iterations=1)
+    run(fresh()[0][0])  # warm: imports, page cache
+    timed = _Timed(run)
+    assert benchmark.pedantic(timed, setup=fresh, rounds=3, iterations=1) == n
+    _rates(benchmark, timed, n)

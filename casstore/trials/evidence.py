@@ -62,6 +62,17 @@ class Evidence:
         """``data`` zstd-compressed (with the dictionary when there is one)."""
         return self._compressor.compress(data)
 
+    def compress_many(self, items: list[bytes]) -> list[bytes]:
+        """``[compress(d) for d in items]`` (the same frames) in one C call: about half the
+        cost per file of separate calls (no per-call context reset and dictionary load)."""
+        if len(items) < 2:
+            return [self._compressor.compress(d) for d in items]
+        try:
+            frames = self._compressor.multi_compress_to_buffer(items, threads=0)
+        except (AttributeError, NotImplementedError):  # pragma: no cover - cffi backend
+            return [self._compressor.compress(d) for d in items]
+        return [bytes(frame) for frame in frames]
+
 
 def decompress(blob: bytes, dictionary: bytes | None) -> bytes:
     """Inverse of :meth:`Evidence.compress` given the same dictionary (or None)."""

@@ -9,12 +9,14 @@ trial directory, as Harbor itself reads it.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import math
 import os
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -175,49 +177,114 @@ def job_id_of(path: Path, result: Any, config_bytes: bytes | None) -> str:
     return f"sha256:{digest.hexdigest()}"
 
 
-def _read_trial(
-    job_dir: str, name: str, job_id: str, reward_key: str, evidence: Evidence
-) -> tuple[TrialRecord | None, bytes | None, str | None]:
-    """``(record, compressed evidence, None)`` or ``(None, None, reason)``."""
-    path = f"{job_dir}/{name}/result.json"
+_RowT = tuple[TrialRecord | None, bytes | None, str | None]
+_READ_SIZE = 1 << 16
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+
+
+def _read_file(name: str, dir_fd: int | None, job_dir: str) -> bytes:
+    """``<name>/result.json`` (relative to ``dir_fd``, else under ``job_dir``): one
+    ``open``/``read``/``close`` for files below 64 KiB, no Python file object."""
+    relative = f"{name}/result.json"
+    fd = (
+        os.open(relative, _OPEN_FLAGS, dir_fd=dir_fd)
+        if dir_fd is not None
+        else os.open(f"{job_dir}/{relative}", _OPEN_FLAGS)
+    )
     try:
-        with open(path, "rb", buffering=0) as handle:  # unbuffered: one read, no copy
-            data = handle.readall()
-    except FileNotFoundError:
-        return None, None, "result.json missing"
-    except OSError as error:
-        return None, None, f"result.json unreadable: {error.strerror or error}"
-    if not data.strip():
-        return None, None, "result.json empty"
+        data = os.read(fd, _READ_SIZE)
+        if len(data) == _READ_SIZE:
+            parts = [data]
+            while part := os.read(fd, 1 << 20):
+                parts.append(part)
+            data = b"".join(parts)
+    finally:
+        os.close(fd)
+    return data
+
+
+def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> list[_RowT]:
+    """``(record, compressed evidence, None)`` or ``(None, None, reason)`` per trial
+    directory of the chunk; the chunk's evidence is compressed in one call."""
+    job_dir, names, job_id, reward_key = args
     try:
-        record = parse_result(data, job_id, reward_key)
-    except ResultUnreadable as error:
-        return None, None, f"result.json unparseable: {error}"
-    record.result_path = path
-    record.evidence = f"sha256:{hashlib.sha256(data).hexdigest()}"
-    record.evidence_bytes = len(data)
-    record.evidence_dict = evidence.id
-    return record, evidence.compress(data), None
+        dir_fd: int | None = os.open(job_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        dir_fd = None
+    try:
+        rows: list[_RowT] = []
+        datas: list[bytes] = []
+        sha256 = hashlib.sha256
+        dict_id = evidence.id
+        for name in names:
+            try:
+                data = _read_file(name, dir_fd, job_dir)
+            except FileNotFoundError:
+                rows.append((None, None, "result.json missing"))
+                continue
+            except OSError as error:
+                rows.append((None, None, f"result.json unreadable: {error.strerror or error}"))
+                continue
+            if not data or data.isspace():
+                rows.append((None, None, "result.json empty"))
+                continue
+            try:
+                record = parse_result(data, job_id, reward_key)
+            except ResultUnreadable as error:
+                rows.append((None, None, f"result.json unparseable: {error}"))
+                continue
+            record.result_path = f"{job_dir}/{name}/result.json"
+            record.evidence = "sha256:" + sha256(data).hexdigest()
+            record.evidence_bytes = len(data)
+            record.evidence_dict = dict_id
+            rows.append((record, None, None))
+            datas.append(data)
+        blobs = iter(evidence.compress_many(datas))
+        return [(r, next(blobs), None) if r is not None else (r, b, e) for r, b, e in rows]
+    finally:
+        if dir_fd is not None:
+            os.close(dir_fd)
 
 
 _WORKER: dict[str, Any] = {}
-_Row = tuple[TrialRecord | None, bytes | None, str | None]
+_Row = _RowT
+_ENCODER = msgspec.msgpack.Encoder()
 
 
 def _worker_init(dictionary: bytes | None) -> None:
     _WORKER["evidence"] = Evidence(dictionary)
 
 
-def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> list[_Row]:
-    job_dir, names, job_id, reward_key = args
-    return [_read_trial(job_dir, name, job_id, reward_key, evidence) for name in names]
-
-
 def _worker_chunk(args: tuple[str, list[str], str, str]) -> bytes:
-    return msgspec.msgpack.encode(_read_chunk(args, _WORKER["evidence"]))
+    """A chunk parsed in a worker, its rows msgpack-encoded."""
+    with paused_gc():
+        return _ENCODER.encode(_read_chunk(args, _WORKER["evidence"]))
 
 
 _CHUNK_DECODER = msgspec.msgpack.Decoder(list[_Row])
+
+
+def _decode_chunk(data: bytes) -> list[_Row]:
+    return _CHUNK_DECODER.decode(data)
+
+
+def _advance(progress: Callable[[str], None] | None, names: list[str]) -> None:
+    if progress is not None:
+        for name in names:
+            progress(name)
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused (restored on exit). Importing creates millions of
+    small acyclic objects; collector passes over them cost more than a tenth of the time."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _read_all(
@@ -227,10 +294,12 @@ def _read_all(
     reward_key: str,
     evidence: Evidence,
     workers: int,
-    progress: Callable[[str], None],
+    progress: Callable[[str], None] | None,
 ) -> list[_Row]:
-    """Read and parse every trial directory; with ``workers`` > 1 the calling process parses
-    every other chunk itself while ``workers - 1`` forked processes parse the rest."""
+    """Read and parse every trial directory. With ``workers`` > 1, ``workers - 1`` forked
+    processes take chunks from the front while the calling process takes them from the back
+    (a chunk not yet started by a worker is cancelled and parsed here), decoding the workers'
+    finished chunks in between: both sides stay busy until they meet."""
     chunks = [
         (job_dir, names[i : i + CHUNK], job_id, reward_key) for i in range(0, len(names), CHUNK)
     ]
@@ -238,8 +307,7 @@ def _read_all(
         rows: list[_Row] = []
         for chunk in chunks:
             rows.extend(_read_chunk(chunk, evidence))
-            for name in chunk[1]:
-                progress(name)
+            _advance(progress, chunk[1])
         return rows
     parts: list[list[_Row] | None] = [None] * len(chunks)
     with ProcessPoolExecutor(
@@ -248,16 +316,26 @@ def _read_all(
         initializer=_worker_init,
         initargs=(evidence.dictionary,),
     ) as pool:
-        remote = {i: pool.submit(_worker_chunk, chunks[i]) for i in range(1, len(chunks), workers)}
-        for i, chunk in enumerate(chunks):
-            if i not in remote:
-                parts[i] = _read_chunk(chunk, evidence)
-                for name in chunk[1]:
-                    progress(name)
-        for i, future in remote.items():
-            parts[i] = _CHUNK_DECODER.decode(future.result())
-            for name in chunks[i][1]:
-                progress(name)
+        remote = [pool.submit(_worker_chunk, chunk) for chunk in chunks]
+        collected = 0
+
+        def collect(block: bool) -> int:
+            i = collected
+            while i < len(chunks) and parts[i] is None and (block or remote[i].done()):
+                parts[i] = _decode_chunk(remote[i].result())
+                _advance(progress, chunks[i][1])
+                i += 1
+            while i < len(chunks) and parts[i] is not None:
+                i += 1
+            return i
+
+        for i in range(len(chunks) - 1, -1, -1):
+            if not remote[i].cancel():
+                break
+            parts[i] = _read_chunk(chunks[i], evidence)
+            _advance(progress, chunks[i][1])
+            collected = collect(False)
+        collected = collect(True)
     return [row for part in parts if part is not None for row in part]
 
 
@@ -277,8 +355,8 @@ def read_job(
     ``reward_key`` selects the primary reward of the table. ``skip``: trial directory names
     not to read (already imported; their trials are absent from the result). ``dictionary``:
     reuse this zstd dictionary instead of training one. ``progress(label)`` is called once per
-    trial directory. ``workers``: processes parsing (default: 2 when the job has at least
-    ``PARALLEL_MIN`` trials and a second core is idle, else 1; the calling process is one).
+    trial directory. ``workers``: processes parsing (default: one per usable core when the job
+    has at least ``PARALLEL_MIN`` trials, else 1; the calling process is one).
     ``check_harbor``: validate job files and a sample of trials (up to ``DRIFT_SAMPLE``)
     with Harbor's own models to report ``harbor_schema_drift``.
 
@@ -287,6 +365,30 @@ def read_job(
     ``duplicate_trial_name``. Raises :class:`UsageError` when ``path`` is not a directory and
     :class:`CheckError` when no trial can be read and there is no job result.json either.
     """
+    with paused_gc():
+        return _read_job(
+            path,
+            reward_key,
+            name=name,
+            skip=skip,
+            dictionary=dictionary,
+            progress=progress,
+            workers=workers,
+            check_harbor=check_harbor,
+        )
+
+
+def _read_job(
+    path: Path | str,
+    reward_key: str = "reward",
+    *,
+    name: str | None = None,
+    skip: Iterable[str] = (),
+    dictionary: bytes | None = None,
+    progress: Callable[[str], None] | None = None,
+    workers: int | None = None,
+    check_harbor: bool = True,
+) -> ImportedJob:
     path = Path(path)
     if not path.is_dir():
         raise UsageError(str(path), "not a directory (expected a Harbor job directory)")
@@ -299,11 +401,6 @@ def read_job(
     skipped = set(skip)
     all_names = _subdir_names(path)
     names = [n for n in all_names if n not in skipped]
-    if progress is None:
-
-        def progress(label: str) -> None:
-            return None
-
     # a dictionary trained on a sample, then parse (in parallel when large)
     if dictionary is None:
         samples = [_read_bytes(path / n / "result.json") for n in _sample(names, TRAIN_SAMPLES)]
@@ -413,16 +510,14 @@ def read_job(
 
 
 def _default_workers(n: int) -> int:
-    """2 processes for a large job when a second core is idle, else 1 (on a loaded machine a
-    second process only adds transfer costs)."""
+    """One process per usable core for a job of at least ``PARALLEL_MIN`` trials, else 1
+    (the calling process is one of them)."""
     if n < PARALLEL_MIN:
         return 1
     try:
-        cpus = len(os.sched_getaffinity(0))
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # pragma: no cover - platforms without them
-        return 1
-    return 2 if cpus >= 2 and load <= cpus - 1 else 1
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - platforms without it
+        return max(1, os.cpu_count() or 1)
 
 
 def _fork_context() -> Any:
@@ -566,13 +661,19 @@ def _is_reward_loc(loc: tuple[Any, ...]) -> bool:
 def assign_attempts(records: list[TrialRecord]) -> None:
     """Set ``attempt`` on each record: index within its task (by job), trials sorted by
     ``started_at`` (missing first) then ``trial_name``."""
-    groups: dict[tuple[str, str], list[TrialRecord]] = defaultdict(list)
-    for record in records:
-        groups[(record.job_id, record.task_name)].append(record)
+    groups: dict[tuple[str, str], list[tuple[str, str, int]]] = {}
+    for i, r in enumerate(records):
+        key = (r.job_id, r.task_name)
+        entry = (r.started_at or "", r.trial_name, i)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [entry]
+        else:
+            group.append(entry)
     for group in groups.values():
-        group.sort(key=lambda r: (r.started_at or "", r.trial_name))
-        for index, record in enumerate(group):
-            record.attempt = index
+        group.sort()
+        for index, (_, _, i) in enumerate(group):
+            records[i].attempt = index
 
 
 def table_from_records(
@@ -584,77 +685,109 @@ def table_from_records(
     Secondary ``keys`` are the other reward keys of valid mappings, sorted. Invalid rows keep
     no reward (NaN, Kind MISSING) and carry Flag.INVALID.
     """
-    rows = sorted(records, key=lambda r: (r.task_name, r.job_id, r.attempt, r.trial_name))
+    groups: dict[tuple[str, str], list[tuple[int, str, int]]] = {}
+    for i, r in enumerate(records):
+        key = (r.task_name, r.job_id)
+        entry = (r.attempt, r.trial_name, i)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [entry]
+        else:
+            group.append(entry)
+    rows = [records[i] for key in sorted(groups) for _, _, i in sorted(groups[key])]
     n = len(rows)
     tasks = sorted({r.task_name for r in rows})
     keys = sorted({k for r in rows if r.valid and r.rewards for k in r.rewards if k != reward_key})
     key_index = {k: i for i, k in enumerate(keys)}
-    labels: dict[str, dict[str, int]] = {
-        c: {"": 0} for c in ("agent", "model", "dataset", "exception", "failure")
-    }
-
-    def label(column: str, value: str | None) -> int:
-        table = labels[column]
-        value = value or ""
-        index = table.get(value)
-        if index is None:
-            index = table[value] = len(table)
-        return index
-
+    names = ("agent", "model", "dataset", "exception", "failure")
+    labels: dict[str, dict[str, int]] = {c: {"": 0} for c in names}
+    agent_l, model_l, dataset_l, exception_l, failure_l = (labels[c] for c in names)
+    agent_c: list[int] = []
+    model_c: list[int] = []
+    dataset_c: list[int] = []
+    exception_c: list[int] = []
+    failure_c: list[int] = []
     task_index = {t: i for i, t in enumerate(tasks)}
-    task = np.zeros(n, np.int32)
-    attempt = np.zeros(n, np.int32)
-    flags = np.zeros(n, np.uint8)
+    task_c: list[int] = []
+    attempt_c: list[int] = []
+    flags_c: list[int] = []
     primary = np.full(n, math.nan, np.float64)
     primary_kind = np.zeros(n, np.int8)
     values = np.full((n, len(keys)), math.nan, np.float64)
     kinds = np.zeros((n, len(keys)), np.int8)
-    columns = {c: np.zeros(n, np.int32) for c in labels}
+    exception_flag, no_verifier_flag, invalid_flag = (
+        int(Flag.EXCEPTION),
+        int(Flag.NO_VERIFIER),
+        int(Flag.INVALID),
+    )
+    number = int(Kind.NUMBER)
+    primary_rows: list[int] = []
+    primary_values: list[float | int] = []
+    primary_kinds: list[int] = []
     for i, r in enumerate(rows):
-        task[i] = task_index[r.task_name]
-        attempt[i] = r.attempt
+        task_c.append(task_index[r.task_name])
+        attempt_c.append(r.attempt)
         flag = 0
         if r.exception_type is not None:
-            flag |= Flag.EXCEPTION
+            flag |= exception_flag
         if not r.has_verifier:
-            flag |= Flag.NO_VERIFIER
+            flag |= no_verifier_flag
         if not r.valid:
-            flag |= Flag.INVALID
-        flags[i] = flag
-        if r.valid and r.rewards:
-            for key, value in r.rewards.items():
-                kind = r.kinds.get(key, Kind.NUMBER)
+            flag |= invalid_flag
+        flags_c.append(flag)
+        rewards = r.rewards
+        if rewards and r.valid:
+            row_kinds = r.kinds
+            for key, value in rewards.items():
+                kind = row_kinds.get(key, number)
                 if key == reward_key:
-                    primary[i] = value
-                    primary_kind[i] = kind
+                    primary_rows.append(i)
+                    primary_values.append(value)
+                    primary_kinds.append(kind)
                 else:
                     j = key_index[key]
                     values[i, j] = value
                     kinds[i, j] = kind
-        columns["agent"][i] = label("agent", r.agent_label)
-        columns["model"][i] = label("model", r.model_name)
-        columns["dataset"][i] = label("dataset", r.source)
-        columns["exception"][i] = label("exception", r.exception_type)
-        columns["failure"][i] = label("failure", r.failure or failure_of(r))
+        value = f"{r.agent_name}@{r.agent_version}"
+        agent_c.append(agent_l.setdefault(value, len(agent_l)))
+        value = r.model_name or ""
+        model_c.append(model_l.setdefault(value, len(model_l)))
+        value = r.source or ""
+        dataset_c.append(dataset_l.setdefault(value, len(dataset_l)))
+        value = r.exception_type or ""
+        exception_c.append(exception_l.setdefault(value, len(exception_l)))
+        value = r.failure or failure_of(r) or ""
+        failure_c.append(failure_l.setdefault(value, len(failure_l)))
+    if primary_rows:
+        at = np.array(primary_rows, np.intp)
+        primary[at] = np.array([float(v) for v in primary_values], np.float64)
+        primary_kind[at] = np.array(primary_kinds, np.int8)
+    columns = {
+        "agent": agent_c,
+        "model": model_c,
+        "dataset": dataset_c,
+        "exception": exception_c,
+        "failure": failure_c,
+    }
     table = RewardTable(
         reward_key=reward_key,
         tasks=tasks,
         trials=[r.trial_name for r in rows],
         keys=keys,
-        task=task,
-        attempt=attempt,
-        flags=flags,
+        task=np.array(task_c, np.int32),
+        attempt=np.array(attempt_c, np.int32),
+        flags=np.array(flags_c, np.uint8),
         primary=primary,
         primary_kind=primary_kind,
         values=values,
         kinds=kinds,
-        agents=list(labels["agent"]),
-        models=list(labels["model"]),
-        datasets=list(labels["dataset"]),
-        exceptions=list(labels["exception"]),
-        failures=list(labels["failure"]),
+        agents=list(agent_l),
+        models=list(model_l),
+        datasets=list(dataset_l),
+        exceptions=list(exception_l),
+        failures=list(failure_l),
         jobs=list(jobs) if jobs is not None else sorted({r.job_id for r in rows}),
-        **{c: columns[c] for c in labels},
+        **{c: np.array(columns[c], np.int32).reshape(n) for c in names},
     )
     table.validate()
     return table
@@ -680,4 +813,5 @@ def job_counts(records: Iterable[TrialRecord]) -> dict[str, int]:
 def record_reward_key(records: Iterable[TrialRecord], reward_key: str) -> None:
     """Set ``metadata["harbor_primary_reward_key"]`` on every record."""
     for r in records:
-        r.metadata = {**r.metadata, REWARD_KEY_METADATA: reward_key}
+        if r.metadata.get(REWARD_KEY_METADATA) != reward_key:
+            r.metadata = {**r.metadata, REWARD_KEY_METADATA: reward_key}

@@ -34,47 +34,47 @@ class ResultUnreadable(Exception):
     """result.json cannot be read as a trial result (message: why, one line)."""
 
 
-class _Timing(msgspec.Struct):
+class _Timing(msgspec.Struct, gc=False):
     started_at: str | None = None
     finished_at: str | None = None
 
 
-class _Exception(msgspec.Struct):
+class _Exception(msgspec.Struct, gc=False):
     exception_type: str | None = None
     exception_message: str | None = None
     occurred_at: str | None = None
 
 
-class _ModelInfo(msgspec.Struct):
+class _ModelInfo(msgspec.Struct, gc=False):
     name: str | None = None
     provider: str | None = None
 
 
-class _AgentInfo(msgspec.Struct):
+class _AgentInfo(msgspec.Struct, gc=False):
     name: str | None = None
     version: str | None = None
     model_info: _ModelInfo | None = None
 
 
-class _Context(msgspec.Struct):
+class _Context(msgspec.Struct, gc=False):
     n_input_tokens: int | None = None
     n_cache_tokens: int | None = None
     n_output_tokens: int | None = None
     cost_usd: float | None = None
 
 
-class _AgentConfig(msgspec.Struct):
+class _AgentConfig(msgspec.Struct, gc=False):
     model_name: str | None = None
 
 
-class _Config(msgspec.Struct):
+class _Config(msgspec.Struct, gc=False):
     agent: _AgentConfig | None = None
 
 
 _ABSENT = msgspec.Raw(b"")
 
 
-class _Step(msgspec.Struct):
+class _Step(msgspec.Struct, gc=False):
     step_name: str = ""
     agent_result: _Context | None = None
     verifier_result: msgspec.Raw = _ABSENT
@@ -83,7 +83,7 @@ class _Step(msgspec.Struct):
     verifier: _Timing | None = None
 
 
-class _Result(msgspec.Struct):
+class _Result(msgspec.Struct, gc=False):
     task_name: str
     trial_name: str
     id: str | None = None
@@ -142,10 +142,39 @@ def rewards_verdict(
     cached = _VERDICTS.get(raw)
     if cached is not None:
         return cached
-    verdict = _verdict(raw)
+    verdict = _plain_verdict(raw) or _verdict(raw)
     if len(_VERDICTS) < 65536:
         _VERDICTS[raw] = verdict
     return verdict
+
+
+class _Plain(msgspec.Struct, gc=False):
+    rewards: dict[str, int | float] | None = None
+
+
+_PLAIN = msgspec.json.Decoder(_Plain)
+
+
+def _plain_verdict(
+    raw: bytes,
+) -> tuple[bool, dict[str, float | int], dict[str, int], None] | None:
+    """The verdict without Harbor's model when every reward is a plain JSON number: an int
+    within int64 or a finite float (Harbor's ``dict[str, float | int]`` keeps exactly these
+    values, last duplicate winning, extra keys ignored); None for anything else (strings,
+    Booleans, null, NaN literals, huge numbers...), which goes to Harbor's model."""
+    try:
+        rewards = _PLAIN.decode(raw).rewards
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if not rewards:  # null or {}: Harbor's model says (null: no verifier, {}: valid)
+        return None
+    for value in rewards.values():
+        if value.__class__ is int:
+            if not _INT64[0] <= value <= _INT64[1]:
+                return None
+        elif value.__class__ is not float or not math.isfinite(value):
+            return None
+    return True, rewards, dict.fromkeys(rewards, NUMBER), None
 
 
 def _verdict(raw: bytes) -> tuple[bool, dict[str, float | int] | None, dict[str, int], str | None]:
@@ -259,43 +288,75 @@ def parse_result(data: bytes, job_id: str, reward_key: str = "reward") -> TrialR
             if s_reason is not None and valid:
                 valid, rewards, kinds = False, None, {}
                 reason = f"step_results.{index}.{s_reason}"
-    if result.agent_result is not None:
-        contexts = [result.agent_result]
+    ctx = result.agent_result
+    if ctx is not None:
+        n_input, n_cache, n_output = ctx.n_input_tokens, ctx.n_cache_tokens, ctx.n_output_tokens
+        cost = None if ctx.cost_usd is None else ctx.cost_usd + 0.0
     elif result.step_results:
         contexts = [s.agent_result for s in result.step_results if s.agent_result is not None]
+        n_input, n_cache, n_output, cost = _totals(contexts)
     else:
-        contexts = []
-    n_input, n_cache, n_output, cost = _totals(contexts)
-    info = result.agent_info or _AgentInfo()
-    model_info = info.model_info
-    model_name = model_info.name if model_info is not None else None
+        n_input = n_cache = n_output = cost = None
+    info = result.agent_info
+    if info is None:
+        agent_name = agent_version = ""
+        model_info = None
+    else:
+        agent_name, agent_version, model_info = info.name or "", info.version or "", info.model_info
+    if model_info is None:
+        model_name = model_provider = None
+    else:
+        model_name, model_provider = model_info.name, model_info.provider
     if model_name is None and result.config is not None and result.config.agent is not None:
         model_name = result.config.agent.model_name
     exc = result.exception_info
-    record = TrialRecord(
+    if exc is None:
+        exception_type = exception_message = exception_at = None
+    else:
+        exception_type = exc.exception_type or ""
+        exception_message, exception_at = exc.exception_message, exc.occurred_at
+    t = result.environment_setup
+    environment_setup = None if t is None else (t.started_at, t.finished_at)
+    t = result.agent_setup
+    agent_setup = None if t is None else (t.started_at, t.finished_at)
+    t = result.agent_execution
+    agent_execution = None if t is None else (t.started_at, t.finished_at)
+    t = result.verifier
+    verifier = None if t is None else (t.started_at, t.finished_at)
+    # failure_of(record), inlined
+    if not valid:
+        failure: str | None = "reward_mapping_invalid"
+    elif not has_verifier:
+        failure = "verifier_result_missing"
+    elif exception_type is not None:
+        failure = "trial_exception"
+    else:
+        failure = None
+    return TrialRecord(
         job_id=job_id,
         trial_name=result.trial_name,
         task_name=result.task_name,
         trial_id=result.id,
         source=result.source,
-        agent_name=info.name or "",
-        agent_version=info.version or "",
+        agent_name=agent_name,
+        agent_version=agent_version,
         model_name=model_name,
-        model_provider=model_info.provider if model_info is not None else None,
+        model_provider=model_provider,
         rewards=rewards,
         kinds=kinds,
         has_verifier=has_verifier,
         valid=valid,
         reason=reason,
-        exception_type=(exc.exception_type or "") if exc is not None else None,
-        exception_message=exc.exception_message if exc is not None else None,
-        exception_at=exc.occurred_at if exc is not None else None,
+        exception_type=exception_type,
+        exception_message=exception_message,
+        exception_at=exception_at,
+        failure=failure,
         started_at=result.started_at,
         finished_at=result.finished_at,
-        environment_setup=_timing(result.environment_setup),
-        agent_setup=_timing(result.agent_setup),
-        agent_execution=_timing(result.agent_execution),
-        verifier=_timing(result.verifier),
+        environment_setup=environment_setup,
+        agent_setup=agent_setup,
+        agent_execution=agent_execution,
+        verifier=verifier,
         n_input_tokens=n_input,
         n_cache_tokens=n_cache,
         n_output_tokens=n_output,
@@ -303,8 +364,6 @@ def parse_result(data: bytes, job_id: str, reward_key: str = "reward") -> TrialR
         steps=steps,
         metadata={REWARD_KEY_METADATA: reward_key},
     )
-    record.failure = failure_of(record)
-    return record
 
 
 # lenient path -------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ Timing = tuple[str | None, str | None]
 """``(started_at, finished_at)`` ISO strings as Harbor wrote them."""
 
 
-class StepRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
+class StepRecord(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
     """One step of a multi-step trial (Harbor's ``StepResult``).
 
     ``rewards``/``kinds`` as for the trial; ``valid`` False (with ``reason``) when the step's
@@ -76,7 +76,7 @@ class StepRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     cost_usd: float | None = None
 
 
-class TrialRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
+class TrialRecord(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
     """One attempt of a task, from a trial's ``result.json``.
 
     Identity: ``job_id``, ``trial_name``, ``task_name``, ``attempt`` (0-based index within

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from casstore.errors import UnknownReferenceError, UsageError
 from casstore.store.index import Txn
 from casstore.trials.evidence import decompress
@@ -27,6 +29,7 @@ from casstore.trials.jobs import (
     assign_attempts,
     find_jobs,
     job_counts,
+    paused_gc,
     read_job,
     record_reward_key,
     table_from_records,
@@ -133,7 +136,8 @@ def _import_dir(
         return _store_job(txn, parsed, existing_record)
 
     _reserve(store, parsed)
-    return index.write(body)
+    with paused_gc():
+        return index.write(body)
 
 
 def _reserve(store: Store, parsed: ImportedJob) -> None:
@@ -142,8 +146,8 @@ def _reserve(store: Store, parsed: ImportedJob) -> None:
     env = store.index.env
     info, stat = env.info(), env.stat()
     used = (info["last_pgno"] + 1) * stat["psize"]
-    need = sum(len(b) for b in parsed.evidence.values()) + 2048 * len(parsed.trials)
-    need += 2 * len(parsed.table.to_bytes()) if parsed.trials else 0
+    per_row = 2048 + 2 * (64 + 9 * len(parsed.table.keys))  # record, index and table bytes
+    need = sum(len(b) for b in parsed.evidence.values()) + per_row * len(parsed.trials)
     want = used + 2 * need
     if want > info["map_size"]:
         size = info["map_size"]
@@ -168,29 +172,38 @@ def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> Imp
     ):
         txn.put("zstd_dicts", record.dictionary, parsed.dictionary)
     new_names = set()
+    evidence_keys: list[bytes] = []
+    evidence_values: list[dict[str, Any]] = []
     for trial in parsed.trials:
-        if trial.evidence and txn.get("evidence", trial.evidence) is None:
+        if trial.evidence:
             blob = parsed.evidence.get(trial.evidence)
             if blob is not None:
-                txn.put(
-                    "evidence",
-                    trial.evidence,
-                    {"dict": trial.evidence_dict, "data": blob, "size": trial.evidence_bytes},
+                evidence_keys.append(trial.evidence.encode())
+                evidence_values.append(
+                    {"dict": trial.evidence_dict, "data": blob, "size": trial.evidence_bytes}
                 )
         new_names.add(trial.trial_name)
+    # kept evidence is never replaced
+    _put_many(txn, "evidence", evidence_keys, evidence_values, overwrite=False)
     old = [
         from_builtins(raw, TrialRecord)
         for _, raw in txn.items("trials", f"{job_id}/")
         if raw.get("trial_name") not in new_names
     ]
-    before = {t.trial_name: (t.attempt, t.reward_key) for t in old}
     everything = old + list(parsed.trials)
     record_reward_key(everything, key)
-    assign_attempts(everything)
-    for trial in everything:  # write new records and those whose attempt or key changed
-        if before.get(trial.trial_name) != (trial.attempt, trial.reward_key):
-            txn.put("trials", f"{job_id}/{trial.trial_name}", to_builtins(trial))
-    table = table_from_records(everything, key, jobs=[job_id])
+    if old:
+        before = {t.trial_name: (t.attempt, t.reward_key) for t in old}
+        assign_attempts(everything)
+        table = table_from_records(everything, key, jobs=[job_id])
+        changed = [  # new records and those whose attempt or key changed
+            t for t in everything if before.get(t.trial_name) != (t.attempt, t.reward_key)
+        ]
+    else:  # the parsed trials alone: attempts and table as read_job made them
+        table = parsed.table
+        changed = everything
+    prefix = f"{job_id}/"
+    _put_many(txn, "trials", [(prefix + t.trial_name).encode() for t in changed], changed)
     txn.put("reward_tables", job_id, table.to_bytes())
     codes: Counter[str] = Counter(t.failure for t in everything if t.failure)
     for code in ("result_unreadable", "job_result_missing_partial", "trial_count_mismatch"):
@@ -228,6 +241,31 @@ def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> Imp
     )
 
 
+_ENCODER = msgspec.msgpack.Encoder()
+
+
+def _put_many(
+    txn: Txn, db: str, keys: list[bytes], values: Sequence[Any], overwrite: bool = True
+) -> None:
+    """``values[i]`` at ``keys[i]`` of ``db``, as ``Txn.put`` would store them (msgpack of
+    their builtins; records are encoded directly, without the builtins), in one
+    ``Cursor.putmulti`` in key order (sequential B-tree inserts). ``overwrite=False`` keeps
+    existing values (the first of equal keys wins)."""
+    if not keys:
+        return
+    encode = _ENCODER.encode
+    items = sorted(zip(keys, [encode(v) for v in values], strict=True), key=_first)
+    cursor = txn._txn.cursor(db=txn._dbs[db])  # bulk puts of already-encoded values
+    try:
+        cursor.putmulti(items, overwrite=overwrite)
+    finally:
+        cursor.close()
+
+
+def _first(item: tuple[bytes, Any]) -> bytes:
+    return item[0]
+
+
 def import_records(
     store: Store, job_id: str, records: list[TrialRecord], reward_key: str, name: str
 ) -> ImportReport:
@@ -253,8 +291,6 @@ def _maybe(path: Path) -> bytes | None:
 
 
 def _json(path: Path) -> Any:
-    import msgspec
-
     data = _maybe(path)
     if data is None:
         return None
