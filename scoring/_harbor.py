@@ -47,6 +47,7 @@ bit, and Min/Max may return ``1.0`` where Harbor returns ``1``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,14 +80,69 @@ def evals_key(agent: str, model: str, dataset: str) -> str:
     return f"{name}__{model}__{source}" if model else f"{name}__{source}"
 
 
+def _finest_spacing(values: np.ndarray, low: float) -> float:
+    """``2**q``, the ulp of the smallest non-zero ``|value|``: every value is a multiple of it
+    (a float is a multiple of its own ulp, and ulps are powers of two growing with ``|x|``)."""
+    if low >= 0.0:
+        smallest = np.min(values, where=values > 0.0, initial=np.inf)
+    else:
+        smallest = np.min(np.abs(values), where=values != 0.0, initial=np.inf)
+    return float(np.spacing(smallest))
+
+
+def _dyadic(values: np.ndarray, bound: float) -> bool:
+    """Whether every value is a multiple of ``2**−m`` for ``m >= 0`` with
+    ``bound · 2**m < 2**52`` (``bound >= n · max|x|``, finite): scaling by ``2**m`` is then exact
+    and gives integers. A prefix is tried first, so other data costs little."""
+    if not bound > 0.0:
+        return False
+    _, exponent = math.frexp(bound)  # bound < 2**exponent
+    m = 52 - exponent
+    if m < 0:
+        return False
+    for part in (values[:4096], values):
+        scaled = np.ldexp(part, m)
+        if not np.array_equal(scaled, np.rint(scaled)):
+            return False
+    return True
+
+
 def _vector_sum(values: np.ndarray) -> float | None:
-    """``sum(values.tolist())`` computed with NumPy, or None where that form does not apply."""
+    """``sum(values.tolist())`` computed with NumPy, or None where that form does not apply.
+
+    Two exactness shortcuts. A multiple of ``2**q`` below ``2**(q + 53)`` in magnitude is a
+    float, so adding such numbers is exact while every partial sum stays below that bound:
+
+    * dyadic values (:func:`_dyadic`: all multiples of ``2**−m`` with
+      ``n · max|x| < 2**(52 − m)``, e.g. rewards in steps of 0.25, or integers): every partial
+      sum in any order is exact, so CPython's running sum is the exact total, every error term
+      is 0 (no compensation) and NumPy's pairwise ``sum`` gives the same exact total;
+    * otherwise the running sums ``f_i`` come from ``np.cumsum`` and the error terms ``e_i``
+      from TwoSum. Every value is a multiple of ``2**q``, the ulp of the smallest non-zero
+      ``|x|`` (:func:`_finest_spacing`). All ``f_i`` are too (induction: ``f_{i−1} + x_i`` is;
+      if it is not a float its magnitude is ``>= 2**(q + 53)``, where floats are multiples of
+      ``2**(q + 1)``), hence every ``e_i = f_{i−1} + x_i − f_i``, and ``|e_i| <= 2**−53 |f_i|``
+      (round to nearest). With ``F = max |f_i|``, when ``n · F < 2**(q + 106)`` every partial
+      sum of the ``e_i`` in any order is a multiple of ``2**q`` below ``2**(q + 53)``:
+      CPython's compensation ``c`` (a sequential float sum of the ``e_i``) is their exact sum,
+      and so is ``np.sum`` — no second ``cumsum`` (3-decimal rewards in [0, 1]: ``q = −62``,
+      so up to ``n · F < 2**44``, e.g. a million values).
+
+    (The bounds are checked with a factor 2 of margin for the rounding of ``n · max``.)
+    """
     if not values.size:
         return None
+    low, high = float(values.min()), float(values.max())
+    if not (np.isfinite(low) and np.isfinite(high)) or low == high == 0.0:
+        return None  # NaN/∞ elements, or the signed-zero question of an all-zero sum
+    n = float(values.size)
+    if _dyadic(values, n * max(-low, high)):
+        total = float(values.sum())
+        return total if total != 0.0 else None
     with np.errstate(over="ignore", invalid="ignore"):
         running = np.cumsum(values)
     total = running[-1]
-    if total == 0.0 or not np.isfinite(total):  # signed zeros, overflow, NaN or ∞ elements
+    if total == 0.0 or not np.isfinite(total):  # signed zeros, overflow
         return None
     before, after = running[:-1], running[1:]
     # TwoSum: error = (before − (after − b)) + (x − b) with b = after − before
@@ -95,7 +151,15 @@ def _vector_sum(values: np.ndarray) -> float | None:
     np.subtract(before, error, out=error)
     np.subtract(values[1:], b, out=b)
     error += b
-    c = np.cumsum(error)[-1] if error.size else 0.0
+    if not error.size:
+        c = 0.0
+    elif (
+        2.0 * n * max(float(running.max()), -float(running.min()))
+        < _finest_spacing(values, low) * 2.0**106
+    ):
+        c = float(error.sum())  # exact: see above
+    else:
+        c = float(np.cumsum(error)[-1])
     return float(total + c) if c != 0.0 and np.isfinite(c) else float(total)
 
 

@@ -24,6 +24,7 @@ scripts and views is computed from a :class:`Partials` alone.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 from collections.abc import Sequence
@@ -32,8 +33,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scoring._errors import ScoringError
-from scoring._rules import Attempts, Status
-from scoring.table import Kind, RewardTable, Strings, as_str_array
+from scoring._rules import EMITTED_CODE, PRIMARY_TABLES, Attempts, Status
+from scoring.table import RewardTable, Strings, as_str_array
 
 __all__ = ["CELL_FIELDS", "Partials"]
 
@@ -50,11 +51,27 @@ def _strictly_increasing(labels: Sequence[str]) -> bool:
     return all(map(operator.lt, labels, itertools.islice(labels, 1, None)))
 
 
+def _all_used(column: np.ndarray, size: int) -> bool:
+    """Whether ``column`` (indices into ``size`` labels) uses every label, when that can be told
+    without counting (one or two labels, or a sorted column without gaps); else False."""
+    if not column.size or not size:
+        return False
+    low, high = int(column.min()), int(column.max())
+    if (low, high) != (0, size - 1):
+        return False
+    if size <= 2:
+        return True
+    steps = np.diff(column)
+    return bool(steps.min() >= 0 and steps.max() <= 1)
+
+
 def _sorted_used(
     labels: Sequence[str], column: np.ndarray
 ) -> tuple[Sequence[str], np.ndarray | None]:
     """The labels ``column`` uses, sorted, and the rank of every label index (-1 unused);
     rank None: every label is used and already sorted (the rank is the index itself)."""
+    if _all_used(column, len(labels)) and _strictly_increasing(labels):
+        return (labels if isinstance(labels, Strings) else list(labels)), None
     occupied = np.bincount(column, minlength=len(labels)) > 0
     if occupied.all() and _strictly_increasing(labels):
         return (labels if isinstance(labels, Strings) else list(labels)), None
@@ -75,6 +92,123 @@ def _cells(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
         return np.flatnonzero(occupied), position[key]
     unique, inverse = np.unique(key, return_inverse=True)
     return unique, inverse.reshape(-1)
+
+
+# Counted per cell from the rule codes, in this order, then per secondary key j (table order):
+# present_j, measured_j. Scored attempts are the rest of the cell; attempts = cell − invalid.
+_FIELDS = ("partial", "errored", "no_verifier", "invalid", "success", "present")
+_PRIMARY_BITS = 7  # the primary code (6 bits) and primary >= threshold
+_FIRST_CHUNK = 3  # secondaries in the first chunk's code (7 + 3·3 = 16 bits)
+_CHUNK = 4  # secondaries per further chunk: 2 flag bits (no verifier, invalid) + 4·3 bits
+
+
+@functools.lru_cache(maxsize=64)
+def _count_tables(
+    k: int, width: int, word_bits: int, zero_succeeds: bool
+) -> tuple[tuple[tuple[int, ...], tuple[np.ndarray, ...]], ...]:
+    """Lookup tables from per-row codes to packed count words.
+
+    Rows are coded per chunk of secondaries: the first chunk's code is the primary code
+    (:mod:`scoring._rules`) | ``primary >= threshold`` << 6 | the secondary codes of keys
+    0..2 (3 bits each from bit 7); each further chunk's code is ``(flags >> 1) & 3`` | the
+    codes of the next (up to) 4 keys from bit 2. Field ``f`` (``_FIELDS`` then present_j,
+    measured_j) is ``width`` bits wide at bit ``(f % per) * width`` of word ``f // per``
+    (``per = word_bits // width`` fields per word); every count of a cell is below
+    ``2 ** width``, so the fields of a sum of words never carry into each other. Returns, per
+    chunk, its keys and one uint64 table per word.
+    """
+    per = word_bits // width
+    n_fields = len(_FIELDS) + 2 * k
+    n_words = -(-n_fields // per)
+    chunks = [tuple(range(min(k, _FIRST_CHUNK)))]
+    for begin in range(_FIRST_CHUNK, k, _CHUNK):
+        chunks.append(tuple(range(begin, min(k, begin + _CHUNK))))
+    out = []
+    for number, keys in enumerate(chunks):
+        base = _PRIMARY_BITS if number == 0 else 2
+        code = np.arange(1 << (base + 3 * len(keys)), dtype=np.uint64)
+        fields: dict[int, np.ndarray] = {}
+        if number == 0:
+            primary = (code & 63).astype(np.intp)
+            status = PRIMARY_TABLES["status"][primary]
+            valid = status != Status.INVALID
+            flags = primary >> 1
+            for f, name in enumerate(_FIELDS[:4]):
+                fields[f] = status == Status[name.upper()]
+            ge = (code >> 6) & 1 == 1
+            usable = PRIMARY_TABLES["usable"][primary]
+            fields[4] = valid & np.where(usable, ge, zero_succeeds)
+            fields[5] = PRIMARY_TABLES["present"][primary]
+        else:
+            flags = (code & 3).astype(np.intp)
+        scoreable = (flags & 3) == 0
+        valid = (flags & 2) == 0
+        for i, j in enumerate(keys):
+            secondary = (code >> np.uint64(base + 3 * i)) & 7
+            fields[len(_FIELDS) + 2 * j] = valid & ((secondary & 3) != 0)
+            fields[len(_FIELDS) + 2 * j + 1] = scoreable & (secondary == EMITTED_CODE)
+        words = [np.zeros(code.size, dtype=np.uint64) for _ in range(n_words)]
+        for f, bits in fields.items():
+            words[f // per] |= bits.astype(np.uint64) << np.uint64((f % per) * width)
+        out.append((keys, tuple(words)))
+    return tuple(out)
+
+
+def _packed_counts(
+    rules: Attempts,
+    table: RewardTable,
+    threshold: float,
+    cell_sizes: np.ndarray,
+    starts: np.ndarray | None,
+    inverse: np.ndarray | None,
+    n_cells: int,
+) -> list[np.ndarray]:
+    """Every count field per cell (int64[C] each): one lookup and one reduction per word.
+
+    Grouped rows (``starts``) are summed as uint64 segments; otherwise by ``bincount`` with
+    float64 weights, exact because every word and every cell's sum stays below 2**53."""
+    k = len(table.keys)
+    n_fields = len(_FIELDS) + 2 * k
+    if not n_cells:
+        return [np.zeros(0, np.int64) for _ in range(n_fields)]
+    width = max(int(cell_sizes.max()).bit_length(), 1)
+    word_bits = 64 if starts is not None else 53
+    per = word_bits // width
+    zero_succeeds = bool(threshold <= 0.0)
+    words: list[np.ndarray | None] = [None] * -(-n_fields // per)
+    for number, (keys, tables) in enumerate(_count_tables(k, width, word_bits, zero_succeeds)):
+        if number == 0:
+            code = rules.code.astype(np.uint16 if keys else np.uint8)
+            code |= (table.primary >= threshold).view(np.uint8) << np.uint8(6)
+            base = _PRIMARY_BITS
+        else:
+            code = (rules.code >> np.uint8(1)) & np.uint8(3)
+            code = code.astype(np.uint16)
+            base = 2
+        for i, j in enumerate(keys):
+            code |= rules.secondary[:, j].astype(np.uint16) << np.uint16(base + 3 * i)
+        for w, lookup in enumerate(tables):
+            if lookup.any():
+                part = lookup[code]
+                words[w] = part if words[w] is None else words[w] + part  # type: ignore[operator]
+    mask = np.uint64((1 << width) - 1)
+    reduced = []
+    for word in words:
+        if word is None:
+            reduced.append(np.zeros(n_cells, np.uint64))
+        elif starts is not None:
+            reduced.append(np.add.reduceat(word, starts))
+        else:
+            sums = np.bincount(inverse, weights=word, minlength=n_cells)  # type: ignore[arg-type]
+            reduced.append(sums.astype(np.uint64))
+    return [
+        ((reduced[f // per] >> np.uint64((f % per) * width)) & mask).astype(np.int64)
+        for f in range(n_fields)
+    ]
+
+
+def _binary(values: np.ndarray) -> bool:
+    return bool(np.all((values == 0.0) | (values == 1.0)))
 
 
 def _decode(keys: np.ndarray, sizes: list[int]) -> np.ndarray:
@@ -123,67 +257,91 @@ class Partials:
 
     @classmethod
     def from_table(cls, table: RewardTable, rules: Attempts, threshold: float) -> Partials:
-        """Reduce every row of ``table`` (with its decided ``rules``) into cells."""
+        """Reduce every row of ``table`` (with its decided ``rules``) into cells.
+
+        The integer counts come from one packed word per row (:func:`_count_tables`): a lookup
+        table over the row's rule codes gives every count bit-field at once, so a single
+        reduction per word counts them all; the float sums are reduced column by column.
+        """
         columns = [table.task, table.agent, table.model, table.dataset]
         label_lists = [table.tasks, table.agents, table.models, table.datasets]
         labels: dict[str, list[str]] = {}
-        key = np.zeros(len(table), dtype=np.int64)
+        n = len(table)
+        key: np.ndarray | None = None
         sizes = []
+        task_rank = None
         for name, column, names in zip(CELL_FIELDS, columns, label_lists, strict=True):
             used, rank = _sorted_used(names, column)
             labels[name] = used  # type: ignore[assignment]
+            if name == "task":
+                task_rank = rank
             sizes.append(max(len(used), 1))
             if sizes[-1] > 1:  # a single label adds nothing to the key
-                key = key * sizes[-1] + (column if rank is None else rank[column])
+                part = column if rank is None else rank[column]
+                key = part.astype(np.int64) if key is None else key * sizes[-1] + part
+        if key is None:
+            key = np.zeros(n, dtype=np.int64)
         total = 1
         for size in sizes:
             total *= size
-        unique, inverse = _cells(key, total)
-        n_cells = int(unique.size)
         # rows already grouped by cell (tables sorted by task): contiguous segment sums
-        grouped = bool(inverse.size) and bool(np.all(inverse[1:] >= inverse[:-1]))
-        starts = np.flatnonzero(np.r_[True, inverse[1:] != inverse[:-1]]) if grouped else None
+        if n and bool(np.all(key[1:] >= key[:-1])):
+            starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+            unique, inverse = key[starts], None
+            cell_sizes = np.diff(np.r_[starts, n])
+        else:
+            unique, inverse = _cells(key, total)
+            starts = None
+            cell_sizes = np.bincount(inverse, minlength=unique.size)
+        n_cells = int(unique.size)
 
         def count(weights: np.ndarray) -> np.ndarray:
             if starts is not None:
-                if weights.dtype == np.bool_:
-                    return np.add.reduceat(weights.view(np.uint8), starts, dtype=np.int64)
                 return np.add.reduceat(weights, starts)
             return np.bincount(inverse, weights=weights, minlength=n_cells)
 
-        valid = rules.valid
-        primary = rules.primary
-        status = np.bincount(
-            inverse * _N_STATUS + rules.status, minlength=n_cells * _N_STATUS
-        ).reshape(n_cells, _N_STATUS)
-        order = sorted(range(len(table.keys)), key=table.keys.__getitem__)
+        k = len(table.keys)
+        counts = _packed_counts(rules, table, threshold, cell_sizes, starts, inverse, n_cells)
+        status = np.zeros((n_cells, _N_STATUS), dtype=np.int64)
+        for s in (Status.PARTIAL, Status.ERRORED, Status.NO_VERIFIER, Status.INVALID):
+            status[:, s] = counts[_FIELDS.index(s.name.lower())]
+        status[:, Status.SCORED] = cell_sizes - status.sum(axis=1)
+        order = sorted(range(k), key=table.keys.__getitem__)
         n_out = 1 + len(order)
         present = np.zeros((n_cells, n_out), dtype=np.int64)
         measured = np.zeros((n_cells, n_out), dtype=np.int64)
         sums = np.zeros((n_cells, n_out))
         sumsq = np.zeros((n_cells, n_out))
-        present[:, 0] = count(valid & (table.primary_kind != Kind.MISSING))
-        attempts = count(valid).astype(np.int64)
+        attempts = cell_sizes.astype(np.int64) - status[:, Status.INVALID]
+        present[:, 0] = counts[_FIELDS.index("present")]
         measured[:, 0] = attempts
-        sums[:, 0] = count(primary)
-        sumsq[:, 0] = count(primary * primary)
-        for out, j in enumerate(order, start=1):
-            emitted = rules.emitted[:, j]
-            value = np.where(emitted, table.values[:, j], 0.0)
-            present[:, out] = count(rules.present[:, j])
-            measured[:, out] = count(emitted)
+        emitted = [rules.primary]
+        if k:
+            emitted += list(np.where(rules.emitted, table.values, 0.0).T)
+        for out, j in enumerate([-1, *order]):
+            value = emitted[j + 1]
+            if out:
+                present[:, out] = counts[len(_FIELDS) + 2 * j]
+                measured[:, out] = counts[len(_FIELDS) + 2 * j + 1]
             sums[:, out] = count(value)
-            sumsq[:, out] = count(value * value)
-        successes = count(valid & (primary >= threshold)).astype(np.int64)
+            # x * x == x for 0 and 1: the sums of squares of binary values are their sums
+            sumsq[:, out] = sums[:, out] if _binary(value) else count(value * value)
+        successes = counts[_FIELDS.index("success")]
+        cell = _decode(unique, sizes)
+        if k and task_rank is None:  # the rules' diagnostics need it: counted here anyway
+            expected = np.zeros((len(table.tasks), k), dtype=bool)
+            for out, j in enumerate(order, start=1):
+                expected[cell[present[:, out] > 0, 0], j] = True
+            rules.expected = expected
         return cls(
             reward_key=table.reward_key,
             secondaries=[table.keys[j] for j in order],
             threshold=float(threshold),
             labels=labels,
-            cell=_decode(unique, sizes),
+            cell=cell,
             attempts=attempts,
             successes=successes,
-            status=status.astype(np.int64),
+            status=status,
             present=present,
             measured=measured,
             sums=sums,

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from scoring.table import Flag, Kind, RewardTable
+from scoring.table import Kind, RewardTable
 
 __all__ = ["STATUS_NAMES", "Attempts", "Code", "Diagnostics", "Status", "apply_rules"]
 
@@ -123,94 +123,200 @@ class Diagnostics:
         return out
 
 
-@dataclass(eq=False)
+# Per-row codes. The rules depend on a few flag and kind bits only, so every row is reduced
+# to one small integer and each rule is a lookup table over it (a gather from a 64-entry
+# table instead of masked assignments over all rows):
+#
+# * primary code (uint8, 6 bits): ``flags & 7`` (bit 0 exception, bit 1 no verifier, bit 2
+#   invalid) | primary kind << 3 (2 bits) | ``isfinite(primary)`` << 5;
+# * secondary code (uint8 per key, 3 bits): kind | ``isfinite(value)`` << 2.
+#
+# A kind outside 0..3 is read as NONFINITE: present, not a number (what the rules did with it).
+PRIMARY_CODES = 64
+_EXCEPTION, _NO_VERIFIER, _INVALID, _FINITE = 1, 2, 4, 32
+USABLE_MASK, USABLE_CODE = 0b111110, 0b101000  # valid, verifier, NUMBER, finite
+EMITTED_CODE = Kind.NUMBER | 4  # a secondary code: NUMBER and finite
+
+
+def _kind_code(kinds: np.ndarray) -> np.ndarray:
+    """Kinds as uint8 0..3 (anything else → NONFINITE)."""
+    codes = kinds.view(np.uint8) if kinds.dtype.itemsize == 1 else kinds.astype(np.uint8)
+    if codes.size and int(codes.max()) > 3:
+        codes = np.where(codes > 3, np.uint8(Kind.NONFINITE), codes)
+    return codes
+
+
+def _primary_tables() -> dict[str, np.ndarray]:
+    code = np.arange(PRIMARY_CODES)
+    exception = (code & _EXCEPTION) != 0
+    verifier = (code & _NO_VERIFIER) == 0
+    valid = (code & _INVALID) == 0
+    kind = (code >> 3) & 3
+    usable = (code & USABLE_MASK) == USABLE_CODE
+    status = np.full(PRIMARY_CODES, Status.SCORED, dtype=np.int8)
+    status[~verifier] = Status.NO_VERIFIER
+    status[exception] = Status.ERRORED
+    status[exception & usable] = Status.PARTIAL
+    status[~valid] = Status.INVALID
+    diagnostic = np.full(PRIMARY_CODES, Code.PRIMARY_NONFINITE, dtype=np.int8)
+    diagnostic[kind == Kind.MISSING] = Code.PRIMARY_MISSING
+    diagnostic[kind == Kind.BOOLEAN] = Code.PRIMARY_BOOLEAN
+    diagnostic[~verifier] = Code.VERIFIER_RESULT_MISSING
+    diagnostic[~valid] = Code.REWARD_MAPPING_INVALID
+    return {
+        "status": status,
+        "usable": usable,
+        "present": valid & (kind != Kind.MISSING),
+        "diagnostic": diagnostic,
+    }
+
+
+PRIMARY_TABLES = _primary_tables()
+# by secondary code (kind | finite << 2): the kind decides (a finite number is not an issue)
+SECONDARY_DIAGNOSTIC = np.tile(
+    np.array(
+        [
+            Code.SECONDARY_MISSING,
+            Code.SECONDARY_NONFINITE,
+            Code.SECONDARY_NONFINITE,
+            Code.SECONDARY_BOOLEAN,
+        ],
+        dtype=np.int8,
+    ),
+    2,
+)
+
+
 class Attempts:
     """What the rules decide per row (``n`` rows, ``k`` secondaries, ``T`` tasks).
 
-    ``valid`` bool[n] (not invalid); ``status`` int8[n] (:class:`Status`); ``primary``
-    float64[n] the emitted primary (0.0 when unusable or invalid; mask with ``valid``);
-    ``primary_usable`` bool[n]; ``emitted`` bool[n, k] secondaries emitted (finite, valid);
-    ``present`` bool[n, k] key present in a valid mapping (any kind); ``expected`` bool[T, k]
-    key expected on a task; ``diagnostics``.
+    Held as per-row codes (``code`` uint8[n], ``secondary`` uint8[n, k]; see above); the
+    per-row arrays are derived on first use: ``valid`` bool[n] (not invalid); ``status``
+    int8[n] (:class:`Status`); ``primary`` float64[n] the emitted primary (0.0 when unusable
+    or invalid; mask with ``valid``); ``primary_usable`` bool[n]; ``emitted`` bool[n, k]
+    secondaries emitted (finite, valid); ``present`` bool[n, k] key present in a valid mapping
+    (any kind); ``expected`` bool[T, k] key expected on a task; ``diagnostics``.
     """
 
-    valid: np.ndarray
-    status: np.ndarray
-    primary: np.ndarray
-    primary_usable: np.ndarray
-    emitted: np.ndarray
-    present: np.ndarray
-    expected: np.ndarray
-    diagnostics: Diagnostics
+    def __init__(self, table: RewardTable) -> None:
+        self.table = table
+        flags = table.flags
+        code = flags & np.uint8(7) if flags.dtype == np.uint8 else (flags & 7).astype(np.uint8)
+        code |= _kind_code(table.primary_kind) << np.uint8(3)
+        code |= np.isfinite(table.primary).view(np.uint8) << np.uint8(5)
+        self.code = code
+        secondary = _kind_code(table.kinds)
+        if secondary.size:
+            secondary = secondary | (np.isfinite(table.values).view(np.uint8) << np.uint8(2))
+        self.secondary = secondary
+        self._cache: dict[str, Any] = {}
+
+    def _get(self, name: str, make: Any) -> Any:
+        if name not in self._cache:
+            self._cache[name] = make()
+        return self._cache[name]
+
+    @property
+    def valid(self) -> np.ndarray:
+        return self._get("valid", lambda: (self.code & _INVALID) == 0)
+
+    @property
+    def scoreable(self) -> np.ndarray:
+        """bool[n] valid with a verifier result."""
+        return self._get("scoreable", lambda: (self.code & (_INVALID | _NO_VERIFIER)) == 0)
+
+    @property
+    def status(self) -> np.ndarray:
+        return self._get("status", lambda: PRIMARY_TABLES["status"][self.code])
+
+    @property
+    def primary_usable(self) -> np.ndarray:
+        return self._get("usable", lambda: (self.code & USABLE_MASK) == USABLE_CODE)
+
+    @property
+    def primary(self) -> np.ndarray:
+        return self._get("primary", lambda: np.where(self.primary_usable, self.table.primary, 0.0))
+
+    def emitted_of(self, j: int) -> np.ndarray:
+        """bool[n] secondary ``keys[j]`` emitted."""
+        return self._get(
+            f"emitted{j}", lambda: (self.secondary[:, j] == EMITTED_CODE) & self.scoreable
+        )
+
+    def present_of(self, j: int) -> np.ndarray:
+        """bool[n] secondary ``keys[j]`` present in a valid mapping."""
+        return self._get(
+            f"present{j}", lambda: (self.secondary[:, j] & np.uint8(3) != 0) & self.valid
+        )
+
+    @property
+    def emitted(self) -> np.ndarray:
+        return self._stack("emitted", self.emitted_of)
+
+    @property
+    def present(self) -> np.ndarray:
+        return self._stack("present", self.present_of)
+
+    def _stack(self, name: str, column: Any) -> np.ndarray:
+        def make() -> np.ndarray:
+            out = np.zeros(self.secondary.shape, dtype=bool)
+            for j in range(out.shape[1]):
+                out[:, j] = column(j)
+            return out
+
+        return self._get(name, make)
+
+    @property
+    def expected(self) -> np.ndarray:
+        def make() -> np.ndarray:
+            n_tasks, k = len(self.table.tasks), len(self.table.keys)
+            expected = np.zeros((n_tasks, k), dtype=bool)
+            for j in range(k):
+                expected[self.table.task[self.present_of(j)], j] = True
+            return expected
+
+        return self._get("expected", make)
+
+    @expected.setter
+    def expected(self, value: np.ndarray) -> None:
+        """Set by :meth:`scoring._partials.Partials.from_table`, which counts it anyway."""
+        self._cache["expected"] = value
+
+    @property
+    def diagnostics(self) -> Diagnostics:
+        return self._get("diagnostics", lambda: _diagnostics(self))
 
 
 def apply_rules(table: RewardTable) -> Attempts:
     """Apply SPEC section 5's per-attempt rules to every row of ``table`` at once."""
-    n, k, n_tasks = len(table), len(table.keys), len(table.tasks)
-    flags = table.flags
-    invalid = (flags & Flag.INVALID) != 0
-    valid = ~invalid
-    exception = (flags & Flag.EXCEPTION) != 0
-    verifier = (flags & Flag.NO_VERIFIER) == 0
-    primary_usable = valid & verifier & (table.primary_kind == Kind.NUMBER)
-    primary_usable &= np.isfinite(table.primary)
-    primary = np.where(primary_usable, table.primary, 0.0)
-
-    status = np.full(n, Status.SCORED, dtype=np.int8)
-    status[~verifier] = Status.NO_VERIFIER
-    status[exception] = Status.ERRORED
-    status[exception & primary_usable] = Status.PARTIAL
-    status[invalid] = Status.INVALID
-
-    kinds = table.kinds
-    present = (kinds != Kind.MISSING) & valid[:, None]
-    emitted = present & (kinds == Kind.NUMBER) & verifier[:, None]
-    emitted &= np.isfinite(table.values)
-    expected = np.zeros((n_tasks, k), dtype=bool)
-    for j in range(k):
-        expected[:, j] = np.bincount(table.task, weights=present[:, j], minlength=n_tasks) > 0
-
-    diagnostics = _diagnostics(table, valid, verifier, primary_usable, emitted, expected)
-    return Attempts(valid, status, primary, primary_usable, emitted, present, expected, diagnostics)
+    return Attempts(table)
 
 
-def _diagnostics(
-    table: RewardTable,
-    valid: np.ndarray,
-    verifier: np.ndarray,
-    primary_usable: np.ndarray,
-    emitted: np.ndarray,
-    expected: np.ndarray,
-) -> Diagnostics:
+def _diagnostics(rules: Attempts) -> Diagnostics:
     """Codes for the (rare) rows with an issue only: candidates first, then classified."""
+    table = rules.table
     rows_parts, output_parts, code_parts = [], [], []
-    rows = np.flatnonzero(~primary_usable)
+    rows = np.flatnonzero(~rules.primary_usable)
     if rows.size:
-        kind = table.primary_kind[rows]
-        code = np.full(rows.size, Code.PRIMARY_NONFINITE, dtype=np.int8)
-        code[kind == Kind.MISSING] = Code.PRIMARY_MISSING
-        code[kind == Kind.BOOLEAN] = Code.PRIMARY_BOOLEAN
-        code[~verifier[rows]] = Code.VERIFIER_RESULT_MISSING
-        code[~valid[rows]] = Code.REWARD_MAPPING_INVALID
+        code = PRIMARY_TABLES["diagnostic"][rules.code[rows]]
         output = np.where(code == Code.REWARD_MAPPING_INVALID, -1, 0).astype(np.int32)
         rows_parts.append(rows)
         output_parts.append(output)
         code_parts.append(code)
-    scoreable = valid & verifier
+    scoreable = rules.scoreable
+    expected = rules.expected if len(table.keys) else None
     for j in range(len(table.keys)):
-        rows = np.flatnonzero(scoreable & ~emitted[:, j])
+        rows = np.flatnonzero(scoreable & ~rules.emitted_of(j))
         rows = rows[expected[table.task[rows], j]]
         if not rows.size:
             continue
-        kind = table.kinds[rows, j]
-        code = np.full(rows.size, Code.SECONDARY_NONFINITE, dtype=np.int8)
-        code[kind == Kind.MISSING] = Code.SECONDARY_MISSING
-        code[kind == Kind.BOOLEAN] = Code.SECONDARY_BOOLEAN
         rows_parts.append(rows)
         output_parts.append(np.full(rows.size, 1 + j, dtype=np.int32))
-        code_parts.append(code)
+        code_parts.append(SECONDARY_DIAGNOSTIC[rules.secondary[rows, j]])
     if not rows_parts:
         return Diagnostics(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(0, np.int32))
     rows, output, code = (np.concatenate(parts) for parts in (rows_parts, output_parts, code_parts))
-    order = np.lexsort((output, rows))
-    return Diagnostics(rows[order].astype(np.int64), code[order], output[order])
+    if len(rows_parts) > 1:
+        order = np.lexsort((output, rows))
+        rows, code, output = rows[order], code[order], output[order]
+    return Diagnostics(rows.astype(np.int64), code, output)

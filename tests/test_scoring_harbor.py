@@ -187,6 +187,59 @@ def test_float_sum_is_cpython_sum_bit_for_bit(values) -> None:
     assert math.copysign(1.0, got) == math.copysign(1.0, want)
 
 
+def _decimal_or_dyadic(scale: int) -> st.SearchStrategy[float]:
+    """Rewards as graders write them: k / 10**d or k / 2**d, possibly scaled and negative."""
+    return st.builds(
+        lambda k, d, dyadic, sign: sign * k / (2**d if dyadic else 10**d) * scale,
+        st.integers(0, 10**6),
+        st.integers(0, 12),
+        st.booleans(),
+        st.sampled_from([1.0, -1.0]),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(
+        st.one_of(_decimal_or_dyadic(1), _decimal_or_dyadic(1000), st.just(0.0)),
+        max_size=120,
+    ),
+    tail=st.sampled_from([[], [1e-300], [2.0**-60], [0.1, 1e6]]),
+)
+def test_float_sum_exact_shortcuts_are_cpython_sum(values, tail) -> None:
+    # the exactness shortcuts of _vector_sum (dyadic totals, error terms summed by np.sum)
+    # apply to most of these lists; each must still give CPython's bits
+    import math
+
+    import numpy as np
+
+    from scoring._harbor import float_sum
+
+    values = values + tail
+    got, want = float_sum(np.array(values, dtype=np.float64)), sum(values)
+    assert got == want and math.copysign(1.0, got) == math.copysign(1.0, want)
+
+
+@pytest.mark.parametrize("kind", ["decimal", "dyadic", "mixed", "wide"])
+def test_float_sum_long_lists_are_cpython_sum(kind: str) -> None:
+    import numpy as np
+
+    from scoring._harbor import float_sum
+
+    rng = np.random.default_rng(len(kind))
+    n = 200_000
+    if kind == "decimal":  # the error terms' sum is exact: np.sum instead of a second cumsum
+        values = np.round(rng.random(n), 3)
+    elif kind == "dyadic":  # every partial sum exact: one np.sum
+        values = rng.integers(0, 5, n) / 4.0
+    elif kind == "mixed":
+        values = np.round(rng.random(n) * 100, 2) * np.where(rng.random(n) < 0.3, -1, 1)
+    else:  # tiny and huge values: neither shortcut applies
+        values = rng.random(n) * 10.0 ** rng.integers(-30, 30, n)
+    values[rng.random(n) < 0.2] = 0.0
+    assert float_sum(values) == sum(values.tolist())
+
+
 @pytest.mark.parametrize("binary", [False, True])
 def test_parity_on_rows_grouped_by_task_with_interleaved_models(binary: bool) -> None:
     # the importer's layout (rows grouped by task), evals keys alternating by task
