@@ -272,3 +272,65 @@ def test_stored_table_columns_are_checked_and_names_lazy() -> None:
             lazy = RewardTable.from_bytes(bytes(corrupt))
             with pytest.raises(ValueError, match="CRC"):
                 list(lazy.trials)
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+@pytest.mark.parametrize("threshold", [1.0, 0.5, 0.0])
+def test_packed_cell_counts_equal_row_by_row_counts(shuffled: bool, threshold: float) -> None:
+    # many secondaries (several code chunks), big cells (several packed words), every kind
+    from scoring.table import Flag, Kind, RewardTable
+
+    rng = np.random.default_rng(7)
+    n, k, tasks = 3000, 5, 9
+    task = np.sort(rng.integers(0, tasks, n)).astype(np.int32)
+    order = rng.permutation(n) if shuffled else np.arange(n)
+    kinds = rng.integers(0, 5, (n, k)).astype(np.int8)  # 4: an unknown kind
+    values = rng.choice([0.0, 1.0, 0.5, np.nan, np.inf], (n, k))
+    table = RewardTable(
+        reward_key="reward",
+        tasks=[f"t{i}" for i in range(tasks)],
+        trials=[f"x{i}" for i in range(n)],
+        keys=["e", "d", "c", "b", "a"],
+        task=task[order],
+        attempt=np.zeros(n, np.int32),
+        flags=rng.integers(0, 8, n).astype(np.uint8),
+        primary=rng.choice([0.0, 1.0, 0.25, -1.0, np.nan, np.inf], n),
+        primary_kind=rng.integers(0, 4, n).astype(np.int8),
+        values=values,
+        kinds=kinds,
+        agent=np.zeros(n, np.int32),
+        model=(task[order] % 2).astype(np.int32),  # grouped by cell unless shuffled
+        dataset=np.zeros(n, np.int32),
+        exception=np.zeros(n, np.int32),
+        failure=np.zeros(n, np.int32),
+        models=["m0", "m1"],
+    )
+    partials = Partials.from_table(table, apply_rules(table), threshold)
+    flags = table.flags
+    valid = (flags & Flag.INVALID) == 0
+    verifier = (flags & Flag.NO_VERIFIER) == 0
+    exception = (flags & Flag.EXCEPTION) != 0
+    usable = valid & verifier & (table.primary_kind == Kind.NUMBER) & np.isfinite(table.primary)
+    status = np.select([~valid, exception & usable, exception, ~verifier], [4, 1, 2, 3], default=0)
+    cell = table.task.astype(np.int64) * 2 + table.model
+    cells = np.unique(cell)
+    index = np.searchsorted(cells, cell)
+
+    def per_cell(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(index, weights=mask, minlength=cells.size).astype(np.int64)
+
+    assert (partials.cell[:, 0] * 2 + partials.cell[:, 2] == cells).all()
+    for s in range(5):
+        assert (partials.status[:, s] == per_cell(status == s)).all()
+    assert (partials.attempts == per_cell(valid)).all()
+    success = valid & (np.where(usable, table.primary, 0.0) >= threshold)
+    assert (partials.successes == per_cell(success)).all()
+    assert (partials.present[:, 0] == per_cell(valid & (table.primary_kind != 0))).all()
+    for out, name in enumerate(partials.secondaries, start=1):
+        j = table.keys.index(name)
+        present = valid & (kinds[:, j] != Kind.MISSING)
+        emitted = present & verifier & (kinds[:, j] == Kind.NUMBER) & np.isfinite(values[:, j])
+        assert (partials.present[:, out] == per_cell(present)).all()
+        assert (partials.measured[:, out] == per_cell(emitted)).all()
+        value = np.where(emitted, values[:, j], 0.0)
+        assert np.allclose(partials.sums[:, out], np.bincount(index, weights=value))
