@@ -109,7 +109,8 @@ class _GzipEncoder:
 
     def __init__(self, write: Write) -> None:
         self._write = write
-        self._pool = ThreadPoolExecutor(workers()) if workers() > 1 else None
+        self._workers = workers()
+        self._pool: ThreadPoolExecutor | None = None  # started with the first full block
         self._pending: deque[Future[bytes] | bytes] = deque()
         self._buffer = bytearray()
         self._dictionary = b""
@@ -137,12 +138,14 @@ class _GzipEncoder:
     def _submit(self, block: bytes | bytearray, last: bool) -> None:
         self._crc = zlib.crc32(block, self._crc)
         self._size += len(block)
-        if self._pool is None:
+        if self._workers == 1 or (last and not self._pending):  # nothing to overlap with
             self._pending.append(_deflate(block, self._dictionary, last))
         else:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._workers, "casstore-deflate")
             self._pending.append(self._pool.submit(_deflate, block, self._dictionary, last))
         self._dictionary = bytes(block[-_WINDOW:])
-        while len(self._pending) > 2 * workers():
+        while len(self._pending) > 2 * self._workers:
             self._drain()
 
     def _drain(self) -> None:

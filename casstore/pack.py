@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -18,9 +19,14 @@ from casstore.errors import SourceChangedError
 from casstore.limits import Limits
 from casstore.scan import SourceEntry, SourceTree, scan_tree, stat_key
 from casstore.structure import TaskLayout
-from casstore.tarformat import Member, encode_header, end_of_archive, pad
+from casstore.tarformat import BLOCK, Member, encode_header, end_of_archive, pad
 
 __all__ = ["PackResult", "pack_tree", "write_archive"]
+
+_ZEROS = bytes(BLOCK)
+_OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+_CHANGED = "entry changed while packing (size, mtime, inode or mode)"
+FLUSH_EVERY = 32 << 20  # archive bytes between two background fdatasync calls
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +83,11 @@ def _pack_to_path(tree: SourceTree, out: Path, compression: Compression, limits:
     fd, temporary = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            result = write_archive(tree, handle, compression, limits)
+            flusher = _Flusher(handle)
+            try:
+                result = write_archive(tree, flusher, compression, limits)
+            finally:
+                flusher.join()
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(temporary, 0o644)
@@ -94,8 +104,9 @@ def write_archive(
     """Write the archive of an already scanned ``tree`` to ``out`` (None: digests only)."""
     sink = _Sink(out, limits)
     stream = _TarStream(new_encoder(compression, sink.write), limits)
+    root = os.fspath(tree.root)
     for entry in tree.entries:
-        _write_entry(tree, entry, stream)
+        _write_entry(tree, root, entry, stream)
     _check_directories_unchanged(tree)
     stream.close()
     return PackResult(
@@ -109,9 +120,9 @@ def write_archive(
     )
 
 
-def _write_entry(tree: SourceTree, entry: SourceEntry, stream: _TarStream) -> None:
+def _write_entry(tree: SourceTree, root: str, entry: SourceEntry, stream: _TarStream) -> None:
     name = tree.path_of(entry.parts)
-    path = os.path.join(tree.root, *entry.parts)
+    path = "/".join((root, *entry.parts))
     mode = entry.stat.st_mode & 0o7777
     if entry.kind == "file":
         _write_file(name, path, entry, stream)
@@ -124,29 +135,33 @@ def _write_entry(tree: SourceTree, entry: SourceEntry, stream: _TarStream) -> No
 
 def _write_file(name: str, path: str, entry: SourceEntry, stream: _TarStream) -> None:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, _OPEN_FILE)
     except OSError as error:
         raise SourceChangedError(name, f"cannot open file: {error.strerror}") from error
     try:
-        _check_unchanged(name, entry, os.fstat(fd))
-        size = entry.stat.st_size
-        stream.write(encode_header(Member(name, "file", entry.stat.st_mode & 0o7777, size)))
+        info = entry.stat
+        if stat_key(os.fstat(fd)) != stat_key(info):
+            raise SourceChangedError(name, _CHANGED)
+        size = info.st_size
+        stream.write(encode_header(Member(name, "file", info.st_mode & 0o7777, size)))
         stream.copy_file(name, fd, size)
-        _check_unchanged(name, entry, os.fstat(fd))
+        if stat_key(os.fstat(fd)) != stat_key(info):
+            raise SourceChangedError(name, _CHANGED)
     finally:
         os.close(fd)
 
 
 def _check_unchanged(name: str, entry: SourceEntry, now: os.stat_result) -> None:
     if stat_key(now) != stat_key(entry.stat):
-        raise SourceChangedError(name, "entry changed while packing (size, mtime, inode or mode)")
+        raise SourceChangedError(name, _CHANGED)
 
 
 def _check_directories_unchanged(tree: SourceTree) -> None:
+    root = os.fspath(tree.root)
     for entry in tree.entries:
         if entry.kind == "dir":
             name = tree.path_of(entry.parts)
-            _check_unchanged(name, entry, _lstat(name, os.path.join(tree.root, *entry.parts)))
+            _check_unchanged(name, entry, _lstat(name, "/".join((root, *entry.parts))))
 
 
 def _lstat(name: str, path: str) -> os.stat_result:
@@ -185,6 +200,46 @@ class _Sink:
             self._out.write(data)
 
 
+class _Flusher:
+    """The archive file seen by the sink: writes pass through to ``handle``, and every
+    ``FLUSH_EVERY`` bytes a background thread ``fdatasync``s what was written so far, so the
+    disk writes overlap the packing and the final ``fsync`` has little left to wait for. At
+    most one sync runs at a time; a sync error is raised by the write that would start the
+    next one, or by ``join`` (which the caller runs before closing the file, then fsyncs as
+    before)."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self._handle = handle
+        self._fd = handle.fileno()
+        self._unsynced = 0
+        self._thread: threading.Thread | None = None
+        self._error: OSError | None = None
+
+    def write(self, data: bytes) -> None:
+        self._handle.write(data)
+        self._unsynced += len(data)
+        if self._unsynced >= FLUSH_EVERY and not (self._thread and self._thread.is_alive()):
+            self.join()
+            self._handle.flush()
+            self._unsynced = 0
+            self._thread = threading.Thread(target=self._sync, name="casstore-fdatasync")
+            self._thread.start()
+
+    def join(self) -> None:
+        """Wait for the running sync; raise its error if it failed."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            raise self._error
+
+    def _sync(self) -> None:
+        try:
+            os.fdatasync(self._fd)
+        except OSError as error:
+            self._error = error
+
+
 class _TarStream:
     """The uncompressed tar stream in fixed ``CHUNK`` blocks: hashed (content digest, BLAKE3)
     and handed to the encoder; file data is read straight into the block."""
@@ -198,6 +253,13 @@ class _TarStream:
         self.content = new_hasher("blake3")
 
     def write(self, data: bytes) -> None:
+        fill, size = self._fill, len(data)
+        if fill + size < CHUNK:  # fits without completing the block (headers, padding)
+            self._block[fill : fill + size] = data
+            self._fill = fill + size
+            self.offset += size
+            self._limits.check("max_expanded_bytes", self.offset, None)
+            return
         view = memoryview(data)
         while view:
             take = min(len(view), CHUNK - self._fill)
@@ -220,7 +282,8 @@ class _TarStream:
             self._advance(got)
         if os.read(fd, 1):
             raise SourceChangedError(name, f"file grew while packing (beyond {size} bytes)")
-        self.write(bytes(pad(size)))
+        if size % BLOCK:
+            self.write(_ZEROS[: pad(size)])
 
     def close(self) -> None:
         """Write the end-of-archive blocks and flush everything to the encoder."""
