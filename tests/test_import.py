@@ -302,3 +302,76 @@ def test_reimport_keeps_drift_diagnostic(fixtures_dir: Path, tmp_path: Path) -> 
         assert second.imported == 0 and second.trials == 89
         assert second.failure_codes == first.failure_codes
         assert [d["code"] for d in second.diagnostics] == [d["code"] for d in first.diagnostics]
+
+
+def _index_items(store_dir: Path) -> dict[str, list[tuple[bytes, bytes]]]:
+    """Every (key, value) of the trial databases, job records without ``imported_at``."""
+    import lmdb
+    import msgpack
+
+    env = lmdb.open(str(store_dir / "index"), max_dbs=32, readonly=True, lock=False)
+    found: dict[str, list[tuple[bytes, bytes]]] = {}
+    try:
+        with env.begin() as txn:
+            for db in ("jobs", "trials", "reward_tables", "evidence", "zstd_dicts"):
+                items = []
+                for key, value in txn.cursor(db=env.open_db(db.encode(), txn=txn, create=False)):
+                    if db == "jobs":
+                        record = msgpack.unpackb(value, raw=False)
+                        record.pop("imported_at")
+                        value = msgpack.packb(record, use_bin_type=True)
+                    items.append((bytes(key), bytes(value)))
+                found[db] = items
+    finally:
+        env.close()
+    return found
+
+
+def test_packed_import_stores_what_records_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The packed path (records, evidence and table made in the workers, written as they
+    are) stores byte for byte what encoding the decoded records stores: attempts, duplicate
+    trial names, unreadable files, invalid and secondary rewards, several chunks."""
+    import casstore.trials.jobs as jobs
+    import casstore.trials.store as trial_store
+
+    trials: dict[str, str | None] = {
+        f"t{i % 3}__{i:03d}": trial_json(
+            trial_result(
+                f"t{i % 3}",
+                f"t{i % 3}__{i:03d}",
+                {"reward": i % 2, "acc": 0.5} if i % 4 else {"reward": True},
+                exception="AgentTimeoutError" if i % 5 == 0 else None,
+                started=i % 7,
+            ),
+            '{"rewards": {"reward": "bad"}}' if i % 13 == 0 else None,
+        )
+        for i in range(40)
+    }
+    trials["zz-copy"] = trials["t1__001"]  # a duplicate trial name
+    trials["broken"] = "{"
+    trials["missing"] = None
+    job_dir = make_job(tmp_path / "job", trials, expected=40)
+    monkeypatch.setattr(jobs, "CHUNK", 6)
+
+    def import_job(store_dir: Path, packed: bool) -> list[dict]:
+        original = trial_store.read_job
+
+        def read(*args, **kwargs):
+            parsed = original(*args, workers=2, **kwargs)
+            if not packed:
+                parsed.trials = parsed.trials  # drops the packed form: records re-encoded
+                parsed.evidence = parsed.evidence
+            return parsed
+
+        monkeypatch.setattr(trial_store, "read_job", read)
+        with Store(store_dir) as store:
+            reports = [r.to_json() for r in store.import_jobs([job_dir])]
+        monkeypatch.setattr(trial_store, "read_job", original)
+        return reports
+
+    assert import_job(tmp_path / "a", True) == import_job(tmp_path / "b", False)
+    packed, decoded = _index_items(tmp_path / "a"), _index_items(tmp_path / "b")
+    assert len(packed["trials"]) == 40
+    assert packed == decoded

@@ -481,3 +481,51 @@ def test_table_from_records_of_several_jobs(tmp_path: Path) -> None:
     )
     table = table_from_records(a.trials + b.trials, "reward")
     assert table.jobs == ["A", "B"] and len(table) == 2
+
+
+@pytest.mark.parametrize("attempt", [1, 127, 128, 255, 65536, 1 << 40])
+@pytest.mark.parametrize("fields", [0, 11, 12, 13, 30])
+@pytest.mark.parametrize("name", ["t__1", "ü" * 40, "x" * 300])
+def test_attempt_patch_equals_encoding(attempt: int, fields: int, name: str) -> None:
+    """A record packed with attempt 0 and patched in the import's merge is byte for byte the
+    record packed with its attempt (fixmap and map16 headers, long and non-ASCII names)."""
+    import msgspec
+
+    from casstore.trials.jobs import _attempt_offset, _with_attempt
+    from casstore.trials.records import TrialRecord
+
+    extra = {
+        "trial_id": "id",
+        "source": "s",
+        "agent_name": "a",
+        "agent_version": "1",
+        "model_name": "m",
+        "model_provider": "p",
+        "rewards": {"reward": 1.0},
+        "kinds": {"reward": 1},
+        "has_verifier": True,
+        "valid": False,
+        "reason": "r",
+        "exception_type": "E",
+        "exception_message": "msg",
+        "exception_at": "t",
+        "failure": "f",
+        "started_at": "s",
+        "finished_at": "f",
+        "n_input_tokens": 1,
+        "n_cache_tokens": 2,
+        "n_output_tokens": 3,
+        "cost_usd": 0.5,
+        "evidence": "sha256:00",
+        "evidence_bytes": 10,
+        "evidence_dict": "sha256:11",
+        "result_path": "/x",
+        "metadata": {"k": "v"},
+    }
+    kwargs = dict(list(extra.items())[:fields])
+    record = TrialRecord(job_id="j" * (fields + 1), trial_name=name, task_name=name[:5], **kwargs)
+    data = msgspec.msgpack.encode(record)
+    with_attempt = msgspec.structs.replace(record, attempt=attempt)
+    patched = _with_attempt(data, _attempt_offset(data, record), attempt)
+    assert patched == msgspec.msgpack.encode(with_attempt)
+    assert msgspec.msgpack.decode(patched, type=TrialRecord) == with_attempt

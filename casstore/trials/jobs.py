@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -52,7 +52,6 @@ DRIFT_SAMPLE = 200
 _JSON = msgspec.json.Decoder()
 
 
-@dataclass
 class ImportedJob:
     """One parsed job directory.
 
@@ -61,16 +60,79 @@ class ImportedJob:
     for ``reward_key``); ``diagnostics`` (dicts with ``code``); ``failure_codes`` (code →
     count; per-trial codes plus job-level ones); ``evidence`` (evidence key → compressed
     bytes) and ``dictionary`` (zstd dictionary bytes or None) for the store.
+
+    A job read by :func:`read_job` keeps its trials packed as the store writes them
+    (``packed``); ``trials`` and ``evidence`` are decoded from them on first use.
     """
 
-    job_id: str
-    record: JobRecord
-    trials: list[TrialRecord]
-    table: RewardTable
-    diagnostics: list[dict[str, Any]] = field(default_factory=list)
-    failure_codes: dict[str, int] = field(default_factory=dict)
-    evidence: dict[str, bytes] = field(default_factory=dict)
-    dictionary: bytes | None = None
+    def __init__(
+        self,
+        job_id: str,
+        record: JobRecord,
+        trials: list[TrialRecord] | None = None,
+        table: RewardTable | None = None,
+        diagnostics: list[dict[str, Any]] | None = None,
+        failure_codes: dict[str, int] | None = None,
+        evidence: dict[str, bytes] | None = None,
+        dictionary: bytes | None = None,
+        packed: _Packed | None = None,
+    ) -> None:
+        if table is None:
+            if packed is None:
+                raise TypeError("ImportedJob needs a table")
+            table = packed.table
+        self.job_id = job_id
+        self.record = record
+        self.table = table
+        self.diagnostics = diagnostics if diagnostics is not None else []
+        self.failure_codes = failure_codes if failure_codes is not None else {}
+        self.dictionary = dictionary
+        self.packed = packed
+        self._trials = trials if trials is not None or packed is not None else []
+        self._evidence = evidence if evidence is not None or packed is not None else {}
+
+    @property
+    def trials(self) -> list[TrialRecord]:
+        if self._trials is None:
+            assert self.packed is not None
+            decode = _RECORD_DECODER.decode
+            self._trials = [decode(r) for r in self.packed.records]
+        return self._trials
+
+    @trials.setter
+    def trials(self, value: list[TrialRecord]) -> None:
+        self._unpack()
+        self._trials = value
+
+    @property
+    def evidence(self) -> dict[str, bytes]:
+        if self._evidence is None:
+            assert self.packed is not None
+            decode = _EVIDENCE_DECODER.decode
+            self._evidence = {}
+            for key, value in self.packed.evidence:
+                self._evidence.setdefault(key.decode(), decode(value)["data"])
+        return self._evidence
+
+    @evidence.setter
+    def evidence(self, value: dict[str, bytes]) -> None:
+        self._unpack()
+        self._evidence = value
+
+    def _unpack(self) -> None:
+        """Trials and evidence decoded, the packed form dropped (it may no longer match)."""
+        if self.packed is not None:
+            _ = self.trials, self.evidence
+            self.packed = None
+
+    @property
+    def n_trials(self) -> int:
+        """``len(trials)`` without decoding them."""
+        return len(self.packed.names) if self._trials is None and self.packed else len(self.trials)
+
+
+_RECORD_DECODER = msgspec.msgpack.Decoder(TrialRecord)
+_EVIDENCE_DECODER = msgspec.msgpack.Decoder()
 
 
 # finding jobs --------------------------------------------------------------------------------
@@ -180,6 +242,43 @@ def job_id_of(path: Path, result: Any, config_bytes: bytes | None) -> str:
 _RowT = tuple[TrialRecord | None, bytes | None, str | None]
 _READ_SIZE = 1 << 16
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+_LABELS = ("agent", "model", "dataset", "exception", "failure")
+_EXCEPTION, _NO_VERIFIER, _INVALID = int(Flag.EXCEPTION), int(Flag.NO_VERIFIER), int(Flag.INVALID)
+_NUMBER = int(Kind.NUMBER)
+
+
+class _Chunk(msgspec.Struct, array_like=True, gc=False):
+    """One chunk of trial directories, parsed into store-ready pieces (what a worker sends).
+
+    Per readable row (trial directories in order, unreadable ones left out): ``rows`` (int32
+    index into the chunk's names), ``names``, ``tasks``, ``started`` (``started_at`` or
+    ""), ``keys`` (``<job id>/<trial name>`` UTF-8), ``records`` (the msgpack record as the
+    store keeps it, attempt 0 so absent), ``splits`` (int32 offset in the record where an
+    ``attempt`` entry goes), ``ev_keys``/``ev_values`` (the store's evidence entry) and the
+    reward-table columns: ``flags`` (uint8), ``primary`` (float64), ``primary_kind`` (int8),
+    ``labels`` (per label column its chunk-local labels, "" first) with ``codes`` (int32),
+    ``value_keys`` (secondary reward keys of the chunk) with ``values`` (float64 rows x keys)
+    and ``kinds`` (int8). ``errors``: ``(index into the chunk's names, reason)``.
+    """
+
+    rows: bytes
+    errors: list[tuple[int, str]]
+    names: list[str]
+    tasks: list[str]
+    started: list[str]
+    keys: list[bytes]
+    records: list[bytes]
+    splits: bytes
+    ev_keys: list[bytes]
+    ev_values: list[bytes]
+    flags: bytes
+    primary: bytes
+    primary_kind: bytes
+    labels: list[list[str]]
+    codes: list[bytes]
+    value_keys: list[str]
+    values: bytes
+    kinds: bytes
 
 
 def _read_file(name: str, dir_fd: int | None, job_dir: str) -> bytes:
@@ -203,51 +302,163 @@ def _read_file(name: str, dir_fd: int | None, job_dir: str) -> bytes:
     return data
 
 
-def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> list[_RowT]:
-    """``(record, compressed evidence, None)`` or ``(None, None, reason)`` per trial
-    directory of the chunk; the chunk's evidence is compressed in one call."""
+def _str_size(value: str) -> int:
+    """Bytes of ``value`` msgpack-encoded."""
+    n = len(value) if value.isascii() else len(value.encode())
+    return n + (1 if n < 32 else 2 if n < 256 else 3 if n < 65536 else 5)
+
+
+_HEAD_KEYS = sum(_str_size(k) for k in ("job_id", "trial_name", "task_name"))
+
+
+def _attempt_offset(data: bytes, record: TrialRecord) -> int:
+    """Where ``attempt`` goes in ``data``, ``record`` msgpack-encoded with attempt 0: after
+    the map header and the ``job_id``, ``trial_name`` and ``task_name`` entries (the fields
+    before it, never omitted)."""
+    return (
+        (1 if data[0] < 0xDE else 3)
+        + _HEAD_KEYS
+        + _str_size(record.job_id)
+        + _str_size(record.trial_name)
+        + _str_size(record.task_name)
+    )
+
+
+def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _Chunk:
+    """The chunk's trial directories read, parsed and made store-ready (see :class:`_Chunk`);
+    the chunk's evidence is compressed in one call."""
     job_dir, names, job_id, reward_key = args
     try:
         dir_fd: int | None = os.open(job_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:
         dir_fd = None
     try:
-        rows: list[_RowT] = []
+        rows: list[int] = []
+        errors: list[tuple[int, str]] = []
+        records: list[TrialRecord] = []
         datas: list[bytes] = []
         sha256 = hashlib.sha256
         dict_id = evidence.id
-        for name in names:
+        for index, name in enumerate(names):
             try:
                 data = _read_file(name, dir_fd, job_dir)
             except FileNotFoundError:
-                rows.append((None, None, "result.json missing"))
+                errors.append((index, "result.json missing"))
                 continue
             except OSError as error:
-                rows.append((None, None, f"result.json unreadable: {error.strerror or error}"))
+                errors.append((index, f"result.json unreadable: {error.strerror or error}"))
                 continue
             if not data or data.isspace():
-                rows.append((None, None, "result.json empty"))
+                errors.append((index, "result.json empty"))
                 continue
             try:
                 record = parse_result(data, job_id, reward_key)
             except ResultUnreadable as error:
-                rows.append((None, None, f"result.json unparseable: {error}"))
+                errors.append((index, f"result.json unparseable: {error}"))
                 continue
             record.result_path = f"{job_dir}/{name}/result.json"
             record.evidence = "sha256:" + sha256(data).hexdigest()
             record.evidence_bytes = len(data)
             record.evidence_dict = dict_id
-            rows.append((record, None, None))
+            rows.append(index)
+            records.append(record)
             datas.append(data)
-        blobs = iter(evidence.compress_many(datas))
-        return [(r, next(blobs), None) if r is not None else (r, b, e) for r, b, e in rows]
+        blobs = evidence.compress_many(datas)
     finally:
         if dir_fd is not None:
             os.close(dir_fd)
+    return _pack_chunk(rows, errors, records, blobs, reward_key)
+
+
+def _pack_chunk(
+    rows: list[int],
+    errors: list[tuple[int, str]],
+    records: list[TrialRecord],
+    blobs: list[bytes],
+    reward_key: str,
+) -> _Chunk:
+    encode = _ENCODER.encode
+    n = len(records)
+    flags = bytearray(n)
+    primary = np.full(n, math.nan, np.float64)
+    primary_kind = np.zeros(n, np.int8)
+    label_maps: list[dict[str, int]] = [{"": 0} for _ in _LABELS]
+    agent_l, model_l, dataset_l, exception_l, failure_l = label_maps
+    codes: list[list[int]] = [[] for _ in _LABELS]
+    agent_c, model_c, dataset_c, exception_c, failure_c = codes
+    secondary: list[tuple[int, str, float | int, int]] = []
+    keys: list[bytes] = []
+    encoded: list[bytes] = []
+    splits: list[int] = []
+    ev_keys: list[bytes] = []
+    ev_values: list[bytes] = []
+    for i, (r, blob) in enumerate(zip(records, blobs, strict=True)):
+        keys.append(f"{r.job_id}/{r.trial_name}".encode())
+        data = encode(r)
+        encoded.append(data)
+        splits.append(_attempt_offset(data, r))
+        ev_keys.append(r.evidence.encode())  # type: ignore[union-attr]
+        ev_values.append(encode({"dict": r.evidence_dict, "data": blob, "size": r.evidence_bytes}))
+        flag = 0
+        if r.exception_type is not None:
+            flag |= _EXCEPTION
+        if not r.has_verifier:
+            flag |= _NO_VERIFIER
+        if not r.valid:
+            flag |= _INVALID
+        flags[i] = flag
+        rewards = r.rewards
+        if rewards and r.valid:
+            row_kinds = r.kinds
+            for key, value in rewards.items():
+                kind = row_kinds.get(key, _NUMBER)
+                if key == reward_key:
+                    primary[i] = float(value)
+                    primary_kind[i] = kind
+                else:
+                    secondary.append((i, key, value, kind))
+        value = f"{r.agent_name}@{r.agent_version}"
+        agent_c.append(agent_l.setdefault(value, len(agent_l)))
+        value = r.model_name or ""
+        model_c.append(model_l.setdefault(value, len(model_l)))
+        value = r.source or ""
+        dataset_c.append(dataset_l.setdefault(value, len(dataset_l)))
+        value = r.exception_type or ""
+        exception_c.append(exception_l.setdefault(value, len(exception_l)))
+        value = r.failure or failure_of(r) or ""
+        failure_c.append(failure_l.setdefault(value, len(failure_l)))
+    value_keys = sorted({key for _, key, _, _ in secondary})
+    values = np.full((n, len(value_keys)), math.nan, np.float64)
+    kinds = np.zeros((n, len(value_keys)), np.int8)
+    if secondary:
+        column = {k: j for j, k in enumerate(value_keys)}
+        for i, key, value, kind in secondary:
+            j = column[key]
+            values[i, j] = value
+            kinds[i, j] = kind
+    return _Chunk(
+        rows=np.array(rows, np.int32).tobytes(),
+        errors=errors,
+        names=[r.trial_name for r in records],
+        tasks=[r.task_name for r in records],
+        started=[r.started_at or "" for r in records],
+        keys=keys,
+        records=encoded,
+        splits=np.array(splits, np.int32).tobytes(),
+        ev_keys=ev_keys,
+        ev_values=ev_values,
+        flags=bytes(flags),
+        primary=primary.tobytes(),
+        primary_kind=primary_kind.tobytes(),
+        labels=[list(m) for m in label_maps],
+        codes=[np.array(c, np.int32).tobytes() for c in codes],
+        value_keys=value_keys,
+        values=values.tobytes(),
+        kinds=kinds.tobytes(),
+    )
 
 
 _WORKER: dict[str, Any] = {}
-_Row = _RowT
 _ENCODER = msgspec.msgpack.Encoder()
 
 
@@ -256,16 +467,196 @@ def _worker_init(dictionary: bytes | None) -> None:
 
 
 def _worker_chunk(args: tuple[str, list[str], str, str]) -> bytes:
-    """A chunk parsed in a worker, its rows msgpack-encoded."""
+    """A chunk parsed in a worker, msgpack-encoded."""
     with paused_gc():
         return _ENCODER.encode(_read_chunk(args, _WORKER["evidence"]))
 
 
-_CHUNK_DECODER = msgspec.msgpack.Decoder(list[_Row])
+_CHUNK_DECODER = msgspec.msgpack.Decoder(_Chunk)
 
 
-def _decode_chunk(data: bytes) -> list[_Row]:
+def _decode_chunk(data: bytes) -> _Chunk:
     return _CHUNK_DECODER.decode(data)
+
+
+_ATTEMPT_KEY = msgspec.msgpack.encode("attempt")
+
+
+def _with_attempt(data: bytes, split: int, attempt: int) -> bytes:
+    """A record packed with attempt 0 (so without the field) as packed with ``attempt``:
+    the map header counts one more entry and ``attempt`` goes after ``task_name``. (msgspec
+    writes a map16 header for every struct with omitted defaults, whatever its size.)"""
+    first = data[0]
+    if first < 0xDE:  # fixmap
+        count = (first & 0x0F) + 1
+        head, header = 1, bytes((0x80 | count,)) if count < 16 else b"\xde" + bytes((0, count))
+    else:  # map16
+        count = int.from_bytes(data[1:3], "big") + 1
+        head, header = 3, b"\xde" + count.to_bytes(2, "big")
+    return b"".join(
+        (header, data[head:split], _ATTEMPT_KEY, _ENCODER.encode(attempt), data[split:])
+    )
+
+
+@dataclass
+class _Packed:
+    """A job's parsed trials as the store keeps them (rows in trial-directory order):
+    ``names`` (trial names), ``keys`` (``trials`` database keys), ``records`` (msgpack
+    records, attempts set), ``evidence`` (``evidence`` database ``(key, value)`` per row),
+    ``failures`` (failure code → trials), ``counts`` (as :func:`job_counts`), ``table``."""
+
+    names: list[str]
+    keys: list[bytes]
+    records: list[bytes]
+    evidence: list[tuple[bytes, bytes]]
+    failures: dict[str, int]
+    counts: dict[str, int]
+    table: RewardTable
+
+
+def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_key: str) -> _Packed:
+    """The chunks' rows (only ``kept`` ones when given) merged: attempts assigned (each
+    record patched), the reward table built from the chunks' columns (rows sorted by task,
+    attempt; labels numbered in order of first appearance), as :func:`assign_attempts` and
+    :func:`table_from_records` do on records."""
+    names = [n for c in chunks for n in c.names]
+    tasks = [t for c in chunks for t in c.tasks]
+    started = [s for c in chunks for s in c.started]
+    keys = [k for c in chunks for k in c.keys]
+    records = [r for c in chunks for r in c.records]
+    ev_keys = [k for c in chunks for k in c.ev_keys]
+    ev_values = [v for c in chunks for v in c.ev_values]
+
+    def joined(name: str, dtype: Any) -> np.ndarray:
+        parts = [np.frombuffer(getattr(c, name), dtype) for c in chunks]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+    splits = joined("splits", np.int32)
+    flags = joined("flags", np.uint8)
+    primary = joined("primary", np.float64)
+    primary_kind = joined("primary_kind", np.int8)
+    label_maps: list[dict[str, int]] = [{"": 0} for _ in _LABELS]
+    label_codes: list[np.ndarray] = []
+    for column, labels in enumerate(label_maps):
+        parts = [np.zeros(0, np.int32)]
+        for c in chunks:
+            local = c.labels[column]
+            remap = np.array([labels.setdefault(v, len(labels)) for v in local], np.int32)
+            parts.append(remap[np.frombuffer(c.codes[column], np.int32)])
+        label_codes.append(np.concatenate(parts))
+    value_keys = sorted({k for c in chunks for k in c.value_keys})
+    n_all = len(names)
+    values = np.full((n_all, len(value_keys)), math.nan, np.float64)
+    kinds = np.zeros((n_all, len(value_keys)), np.int8)
+    if value_keys:
+        column_of = {k: j for j, k in enumerate(value_keys)}
+        start = 0
+        for c in chunks:
+            m = len(c.names)
+            if c.value_keys:
+                at = [column_of[k] for k in c.value_keys]
+                shape = (m, len(c.value_keys))
+                values[start : start + m, at] = np.frombuffer(c.values, np.float64).reshape(shape)
+                kinds[start : start + m, at] = np.frombuffer(c.kinds, np.int8).reshape(shape)
+            start += m
+    if kept is not None:
+        rows = kept.tolist()
+        names, tasks, started, keys, records, ev_keys, ev_values = (
+            [items[i] for i in rows]
+            for items in (names, tasks, started, keys, records, ev_keys, ev_values)
+        )
+        splits, flags, primary, primary_kind = (
+            splits[kept],
+            flags[kept],
+            primary[kept],
+            primary_kind[kept],
+        )
+        values, kinds = values[kept], kinds[kept]
+        label_codes = [codes[kept] for codes in label_codes]
+    n = len(names)
+    # attempts: index within the task, by started_at then trial name; table rows in that order
+    sort_keys = list(zip(tasks, started, names, strict=True))
+    order = sorted(range(n), key=sort_keys.__getitem__)
+    task_list = sorted(set(tasks))
+    attempts = [0] * n
+    task_c = [0] * n
+    previous, attempt, task_i = None, 0, -1
+    for row, i in enumerate(order):
+        task = tasks[i]
+        if task != previous:
+            previous, attempt, task_i = task, 0, task_i + 1
+        else:
+            attempt += 1
+        attempts[i] = attempt
+        task_c[row] = task_i
+    split_list = splits.tolist()
+    records = [
+        r if a == 0 else _with_attempt(r, s, a)
+        for r, s, a in zip(records, split_list, attempts, strict=True)
+    ]
+    o = np.array(order, np.intp)
+    table_labels: dict[str, list[str]] = {}
+    table_codes: dict[str, np.ndarray] = {}
+    for column, labels in zip(_LABELS, label_maps, strict=True):
+        codes = label_codes[_LABELS.index(column)][o]
+        table_labels[column], table_codes[column] = _first_seen(codes, list(labels))
+    failure_labels = table_labels["failure"]
+    failure_counts = np.bincount(table_codes["failure"], minlength=len(failure_labels))
+    failures = {
+        label: int(count)
+        for label, count in zip(failure_labels, failure_counts.tolist(), strict=True)
+        if label and count
+    }
+    sorted_flags = flags[o]
+    table = RewardTable(
+        reward_key=reward_key,
+        tasks=task_list,
+        trials=[names[i] for i in order],
+        keys=value_keys,
+        task=np.array(task_c, np.int32),
+        attempt=np.array(attempts, np.int32)[o],
+        flags=sorted_flags,
+        primary=primary[o],
+        primary_kind=primary_kind[o],
+        values=values[o],
+        kinds=kinds[o],
+        agents=table_labels["agent"],
+        models=table_labels["model"],
+        datasets=table_labels["dataset"],
+        exceptions=table_labels["exception"],
+        failures=failure_labels,
+        jobs=[job_id],
+        **table_codes,
+    )
+    table.validate()
+    counts = {
+        "trials": n,
+        "invalid": int(np.count_nonzero(sorted_flags & _INVALID)),
+        "errored": int(np.count_nonzero(sorted_flags & _EXCEPTION)),
+        "no_verifier": int(np.count_nonzero(sorted_flags & _NO_VERIFIER)),
+    }
+    return _Packed(
+        names=names,
+        keys=keys,
+        records=records,
+        evidence=list(zip(ev_keys, ev_values, strict=True)),
+        failures=failures,
+        counts=counts,
+        table=table,
+    )
+
+
+def _first_seen(codes: np.ndarray, labels: list[str]) -> tuple[list[str], np.ndarray]:
+    """``codes`` (into ``labels``, "" at 0) renumbered: "" stays 0, the others in order of
+    first appearance; the labels that appear, in that order."""
+    if not len(codes):
+        return [""], codes.astype(np.int32)
+    present, first = np.unique(codes, return_index=True)
+    seen = present[np.argsort(first, kind="stable")]
+    seen = seen[seen != 0]
+    remap = np.zeros(len(labels), np.int32)
+    remap[seen] = np.arange(1, len(seen) + 1, dtype=np.int32)
+    return [""] + [labels[c] for c in seen.tolist()], remap[codes]
 
 
 def _advance(progress: Callable[[str], None] | None, names: list[str]) -> None:
@@ -295,21 +686,22 @@ def _read_all(
     evidence: Evidence,
     workers: int,
     progress: Callable[[str], None] | None,
-) -> list[_Row]:
-    """Read and parse every trial directory. With ``workers`` > 1, ``workers - 1`` forked
-    processes take chunks from the front while the calling process takes them from the back
-    (a chunk not yet started by a worker is cancelled and parsed here), decoding the workers'
-    finished chunks in between: both sides stay busy until they meet."""
+) -> list[_Chunk]:
+    """Read and parse every trial directory, one :class:`_Chunk` per ``CHUNK`` of them. With
+    ``workers`` > 1, ``workers - 1`` forked processes take chunks from the front while the
+    calling process takes them from the back (a chunk not yet started by a worker is cancelled
+    and parsed here), decoding the workers' finished chunks in between: both sides stay busy
+    until they meet."""
     chunks = [
         (job_dir, names[i : i + CHUNK], job_id, reward_key) for i in range(0, len(names), CHUNK)
     ]
     if workers <= 1 or len(chunks) < 2:
-        rows: list[_Row] = []
+        done = []
         for chunk in chunks:
-            rows.extend(_read_chunk(chunk, evidence))
+            done.append(_read_chunk(chunk, evidence))
             _advance(progress, chunk[1])
-        return rows
-    parts: list[list[_Row] | None] = [None] * len(chunks)
+        return done
+    parts: list[_Chunk | None] = [None] * len(chunks)
     with ProcessPoolExecutor(
         workers - 1,
         mp_context=_fork_context(),
@@ -336,7 +728,7 @@ def _read_all(
             _advance(progress, chunks[i][1])
             collected = collect(False)
         collected = collect(True)
-    return [row for part in parts if part is not None for row in part]
+    return [part for part in parts if part is not None]
 
 
 def read_job(
@@ -407,25 +799,30 @@ def _read_job(
         dictionary = train([s for s in samples if s])
     evidence = Evidence(dictionary)
     n_workers = workers if workers is not None else _default_workers(len(names))
-    results = _read_all(str(path), names, job_id, reward_key, evidence, n_workers, progress)
+    chunks = _read_all(str(path), names, job_id, reward_key, evidence, n_workers, progress)
 
     diagnostics: list[dict[str, Any]] = []
-    trials: list[TrialRecord] = []
-    blobs: dict[str, bytes] = {}
     unreadable: list[dict[str, str]] = []
-    seen: set[str] = set()
+    readable: list[str] = []  # trial directories with a record, in order
+    for start, chunk in zip(range(0, len(names), CHUNK), chunks, strict=True):
+        for index, reason in chunk.errors:
+            unreadable.append({"trial_dir": names[start + index], "reason": reason})
+        readable.extend([names[start + i] for i in np.frombuffer(chunk.rows, np.int32).tolist()])
+    trial_names = [n for chunk in chunks for n in chunk.names]
+    kept: np.ndarray | None = None  # rows kept (None: all), the first of equal trial names
     duplicates: list[str] = []
-    for trial_dir, (record, blob, error) in zip(names, results, strict=True):
-        if record is None:
-            unreadable.append({"trial_dir": trial_dir, "reason": error or "unreadable"})
-            continue
-        if record.trial_name in seen:
-            duplicates.append(trial_dir)
-            continue
-        seen.add(record.trial_name)
-        trials.append(record)
-        if record.evidence is not None and blob is not None:
-            blobs[record.evidence] = blob
+    if len(set(trial_names)) != len(trial_names):
+        seen: set[str] = set()
+        keep = np.ones(len(trial_names), bool)
+        for i, (trial_dir, trial_name) in enumerate(zip(readable, trial_names, strict=True)):
+            if trial_name in seen:
+                duplicates.append(trial_dir)
+                keep[i] = False
+            else:
+                seen.add(trial_name)
+        kept = np.flatnonzero(keep)
+    packed = _merge(chunks, kept, job_id, reward_key)
+    n_trials = len(packed.names)
 
     codes: Counter[str] = Counter()
     if unreadable:
@@ -437,9 +834,9 @@ def _read_job(
         diagnostics.append(
             {"code": "duplicate_trial_name", "count": len(duplicates), "trial_dirs": duplicates}
         )
-    if not trials and not skipped and not isinstance(job_result, dict):
+    if not n_trials and not skipped and not isinstance(job_result, dict):
         raise CheckError(str(path), "no readable trial result.json and no job result.json")
-    if not isinstance(job_result, dict) and (trials or skipped):
+    if not isinstance(job_result, dict) and (n_trials or skipped):
         codes["job_result_missing_partial"] = 1
         state = "missing" if job_result_bytes is None else "unreadable"
         diagnostics.append(
@@ -449,7 +846,7 @@ def _read_job(
             }
         )
     expected, expected_from = _expected_trials(lock, job_result, config)
-    found = len(trials) + len(unreadable) + len(skipped & set(all_names))
+    found = n_trials + len(unreadable) + len(skipped & set(all_names))
     if expected is not None and expected != found:
         codes["trial_count_mismatch"] = 1
         diagnostics.append(
@@ -461,13 +858,10 @@ def _read_job(
             }
         )
     if check_harbor:
-        drift = _drift(path, names, results, config_bytes)
+        drift = _drift(path, readable, config_bytes)
         if drift is not None:
             diagnostics.append(drift)
-    assign_attempts(trials)
-    for record in trials:
-        if record.failure:
-            codes[record.failure] += 1
+    codes.update(packed.failures)
     recorded = {}
     stats = job_result.get("stats") if isinstance(job_result, dict) else None
     if isinstance(stats, dict) and isinstance(stats.get("evals"), dict):
@@ -487,25 +881,24 @@ def _read_job(
         finished_at=_str(job_result, "finished_at"),
         expected_trials=expected,
         expected_from=expected_from,
-        trials=len(trials),
-        trial_names=sorted(r.trial_name for r in trials),
+        trials=n_trials,
+        trial_names=sorted(packed.names),
         recorded_metrics=recorded,
         dictionary=evidence.id,
         failure_codes=_ordered(codes),
         diagnostics=diagnostics,
         imported_at=datetime.now(UTC).isoformat(),
     )
-    table = table_from_records(trials, reward_key, jobs=[job_id])
+    table = packed.table
     _label_record(record, table)
     return ImportedJob(
         job_id=job_id,
         record=record,
-        trials=trials,
         table=table,
         diagnostics=diagnostics,
         failure_codes=record.failure_codes,
-        evidence=blobs,
         dictionary=dictionary,
+        packed=packed,
     )
 
 
@@ -583,23 +976,22 @@ def _expected_trials(lock: Any, result: Any, config: Any) -> tuple[int | None, s
 
 def _drift(
     path: Path,
-    names: list[str],
-    results: list[tuple[TrialRecord | None, bytes | None, str | None]],
+    readable: list[str],
     config_bytes: bytes | None,
 ) -> dict[str, Any] | None:
     """One ``harbor_schema_drift`` diagnostic when Harbor's own models reject parts of the
-    job that do not matter for scoring (reward errors are not drift: they are INVALID)."""
+    job that do not matter for scoring (reward errors are not drift: they are INVALID).
+    ``readable``: the trial directories with a record."""
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Harbor's deprecation warnings on old fields
-        return _drift_checked(path, names, results, config_bytes)
+        return _drift_checked(path, readable, config_bytes)
 
 
 def _drift_checked(
     path: Path,
-    names: list[str],
-    results: list[tuple[TrialRecord | None, bytes | None, str | None]],
+    readable: list[str],
     config_bytes: bytes | None,
 ) -> dict[str, Any] | None:
     from harbor.models.job.config import JobConfig
@@ -617,7 +1009,6 @@ def _drift_checked(
                 fields["config.json:" + _loc(item["loc"])] += 1
         except ValueError:
             job_files.append("config.json")
-    readable = [n for n, (record, _, _) in zip(names, results, strict=True) if record]
     checked = _sample(readable, DRIFT_SAMPLE)
     drifted = 0
     for name in checked:

@@ -147,7 +147,11 @@ def _reserve(store: Store, parsed: ImportedJob) -> None:
     info, stat = env.info(), env.stat()
     used = (info["last_pgno"] + 1) * stat["psize"]
     per_row = 2048 + 2 * (64 + 9 * len(parsed.table.keys))  # record, index and table bytes
-    need = sum(len(b) for b in parsed.evidence.values()) + per_row * len(parsed.trials)
+    if parsed.packed is not None:
+        evidence = sum(len(value) for _, value in parsed.packed.evidence)
+        need = evidence + per_row * len(parsed.packed.names)
+    else:
+        need = sum(len(b) for b in parsed.evidence.values()) + per_row * len(parsed.trials)
     want = used + 2 * need
     if want > info["map_size"]:
         size = info["map_size"]
@@ -171,6 +175,8 @@ def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> Imp
         and txn.get("zstd_dicts", record.dictionary) is None
     ):
         txn.put("zstd_dicts", record.dictionary, parsed.dictionary)
+    if parsed.packed is not None and not _has_trials(txn, job_id):
+        return _store_packed(txn, parsed, previous)
     new_names = set()
     evidence_keys: list[bytes] = []
     evidence_values: list[dict[str, Any]] = []
@@ -210,16 +216,7 @@ def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> Imp
         if parsed.failure_codes.get(code):
             codes[code] = parsed.failure_codes[code]
     if previous is not None:
-        record.imported_at = previous.imported_at or record.imported_at
-        # drift seen on trials read earlier stays reported (a re-import reads only new ones)
-        codes_now = {d.get("code") for d in record.diagnostics}
-        record.diagnostics = record.diagnostics + [
-            d
-            for d in previous.diagnostics
-            if d.get("code") == "harbor_schema_drift" and "harbor_schema_drift" not in codes_now
-        ]
-        if previous.dictionary and not parsed.trials:
-            record.dictionary = previous.dictionary
+        _keep_previous(record, previous, bool(parsed.trials))
     record.trials = len(everything)
     record.trial_names = sorted(t.trial_name for t in everything)
     record.failure_codes = {c: codes[c] for c in FAILURE_CODES if codes.get(c)}
@@ -239,6 +236,77 @@ def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> Imp
         failure_codes=record.failure_codes,
         diagnostics=record.diagnostics,
     )
+
+
+def _has_trials(txn: Txn, job_id: str) -> bool:
+    """Whether the store holds trial records of ``job_id``."""
+    return next(iter(txn.items("trials", f"{job_id}/")), None) is not None
+
+
+def _store_packed(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> ImportReport:
+    """:func:`_store_job` for a job read by ``read_job`` whose trials are the job's only ones:
+    the packed records, evidence and table written as they are (nothing decoded)."""
+    packed = parsed.packed
+    assert packed is not None
+    job_id, record = parsed.job_id, parsed.record
+    # kept evidence is never replaced
+    _put_encoded(txn, "evidence", packed.evidence, overwrite=False)
+    _put_encoded(txn, "trials", list(zip(packed.keys, packed.records, strict=True)))
+    txn.put("reward_tables", job_id, packed.table.to_bytes())
+    codes: Counter[str] = Counter(packed.failures)
+    for code in ("result_unreadable", "job_result_missing_partial", "trial_count_mismatch"):
+        if parsed.failure_codes.get(code):
+            codes[code] = parsed.failure_codes[code]
+    if previous is not None:
+        _keep_previous(record, previous, bool(packed.names))
+    record.trials = len(packed.names)
+    record.trial_names = sorted(packed.names)
+    record.failure_codes = {c: codes[c] for c in FAILURE_CODES if codes.get(c)}
+    table = packed.table
+    record.agents = [a for a in table.agents if a]
+    record.models = [m for m in table.models if m]
+    record.datasets = [d for d in table.datasets if d]
+    txn.put("jobs", job_id, to_builtins(record))
+    counts = packed.counts
+    return ImportReport(
+        job=job_id,
+        name=record.name,
+        trials=counts["trials"],
+        imported=len(packed.names),
+        invalid=counts["invalid"],
+        errored=counts["errored"],
+        no_verifier=counts["no_verifier"],
+        failure_codes=record.failure_codes,
+        diagnostics=record.diagnostics,
+    )
+
+
+def _keep_previous(record: JobRecord, previous: JobRecord, new_trials: bool) -> None:
+    record.imported_at = previous.imported_at or record.imported_at
+    # drift seen on trials read earlier stays reported (a re-import reads only new ones)
+    codes_now = {d.get("code") for d in record.diagnostics}
+    record.diagnostics = record.diagnostics + [
+        d
+        for d in previous.diagnostics
+        if d.get("code") == "harbor_schema_drift" and "harbor_schema_drift" not in codes_now
+    ]
+    if previous.dictionary and not new_trials:
+        record.dictionary = previous.dictionary
+
+
+def _put_encoded(
+    txn: Txn, db: str, items: list[tuple[bytes, bytes]], overwrite: bool = True
+) -> None:
+    """Already-encoded ``(key, value)`` items in one ``Cursor.putmulti`` in key order (the
+    first of equal keys wins when not ``overwrite``)."""
+    if not items:
+        return
+    items = sorted(items, key=_first)
+    cursor = txn._txn.cursor(db=txn._dbs[db])
+    try:
+        cursor.putmulti(items, overwrite=overwrite)
+    finally:
+        cursor.close()
 
 
 _ENCODER = msgspec.msgpack.Encoder()
