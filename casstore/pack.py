@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 from casstore.compress import CHUNK, Compression, new_encoder
 from casstore.digest import Digest, new_hasher
-from casstore.errors import SourceChangedError
+from casstore.errors import SourceChangedError, UsageError
 from casstore.limits import Limits
 from casstore.scan import SourceEntry, SourceTree, scan_tree, stat_key
 from casstore.structure import TaskLayout
@@ -71,12 +71,26 @@ def pack_tree(
     failure), a binary file object, or None to compute the digests only. Raises the check
     errors of :mod:`casstore.errors` naming the path: UnsafePathError, EntryTypeError,
     SymlinkError, LimitError, TaskFormatError, SourceChangedError (the source changed while it
-    was read; retrying may succeed); UsageError when ``source`` is not a directory.
+    was read; retrying may succeed); UsageError when ``source`` is not a directory or the
+    output path cannot be written (a directory, a missing folder, inside the task itself).
     """
-    tree = scan_tree(source, limits or Limits())
+    limits = limits or Limits()
     if isinstance(out, Path | str):
-        return _pack_to_path(tree, Path(out), compression, limits or Limits())
-    return write_archive(tree, out, compression, limits or Limits())
+        out = _check_output(Path(out), Path(source))
+        return _pack_to_path(scan_tree(source, limits), out, compression, limits)
+    return write_archive(scan_tree(source, limits), out, compression, limits)
+
+
+def _check_output(out: Path, source: Path) -> Path:
+    """``out`` made absolute; UsageError naming it when packing cannot write there."""
+    absolute = Path(os.path.abspath(out))
+    if absolute.is_dir():
+        raise UsageError(str(out), "output is a directory; name the archive file")
+    if not absolute.parent.is_dir():
+        raise UsageError(str(out), "the output's folder does not exist")
+    if absolute.parent.resolve().is_relative_to(Path(source).resolve()):
+        raise UsageError(str(out), "the output is inside the task directory being packed")
+    return absolute
 
 
 def _pack_to_path(tree: SourceTree, out: Path, compression: Compression, limits: Limits):

@@ -12,6 +12,7 @@ from casstore.errors import (
     LimitError,
     TaskFormatError,
     UnsafePathError,
+    UsageError,
 )
 from casstore.limits import Limits
 from casstore.pack import pack_tree
@@ -92,3 +93,20 @@ def test_config_limit_reports_the_real_size(task):
         pack_tree(task, None, limits=Limits(max_config_bytes=10))
     assert (caught.value.value, caught.value.bound) == (size, 10)
     assert caught.value.path == "task/task.toml"
+
+
+@pytest.mark.parametrize(
+    ("where", "rule"),
+    [
+        ("folder", "output is a directory; name the archive file"),
+        ("missing/x.tgz", "the output's folder does not exist"),
+        ("task/self.tgz", "the output is inside the task directory being packed"),
+    ],
+)
+def test_unwritable_output_is_bad_usage_naming_it(task, tmp_path, where, rule):
+    (tmp_path / "folder").mkdir()
+    out = tmp_path / where
+    with pytest.raises(UsageError) as caught:
+        pack_tree(task, out)
+    assert str(caught.value) == f"{out}: {rule}"
+    assert not (task / "self.tgz").exists()
