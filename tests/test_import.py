@@ -327,17 +327,26 @@ def _index_items(store_dir: Path) -> dict[str, list[tuple[bytes, bytes]]]:
     return found
 
 
+@pytest.mark.parametrize("layout", ["task-prefixed", "duplicate", "tasks-across-chunks"])
 def test_packed_import_stores_what_records_would(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
 ) -> None:
     """The packed path (records, evidence and table made in the workers, written as they
-    are) stores byte for byte what encoding the decoded records stores: attempts, duplicate
-    trial names, unreadable files, invalid and secondary rewards, several chunks."""
+    are) stores byte for byte what encoding the decoded records stores, and its attempts and
+    table are those of :func:`assign_attempts` and :func:`table_from_records`: attempts
+    assigned in the workers (each task within one chunk) or in the main process (a duplicate
+    trial name, tasks across chunks), unreadable files, invalid and secondary rewards."""
     import casstore.trials.jobs as jobs
     import casstore.trials.store as trial_store
+    from casstore.trials.jobs import assign_attempts
+
+    def dir_name(i: int) -> str:
+        return (
+            f"x{(i * 7) % 40:02d}__{i}" if layout == "tasks-across-chunks" else f"t{i % 3}__{i:03d}"
+        )
 
     trials: dict[str, str | None] = {
-        f"t{i % 3}__{i:03d}": trial_json(
+        dir_name(i): trial_json(
             trial_result(
                 f"t{i % 3}",
                 f"t{i % 3}__{i:03d}",
@@ -349,7 +358,8 @@ def test_packed_import_stores_what_records_would(
         )
         for i in range(40)
     }
-    trials["zz-copy"] = trials["t1__001"]  # a duplicate trial name
+    if layout == "duplicate":
+        trials["zz-copy"] = trials["t1__001"]  # a duplicate trial name
     trials["broken"] = "{"
     trials["missing"] = None
     job_dir = make_job(tmp_path / "job", trials, expected=40)
@@ -371,6 +381,13 @@ def test_packed_import_stores_what_records_would(
         monkeypatch.setattr(trial_store, "read_job", original)
         return reports
 
+    parsed = read_job(job_dir, workers=2)
+    records = parsed.trials
+    attempts = [r.attempt for r in records]
+    assign_attempts(records)
+    assert [r.attempt for r in records] == attempts and max(attempts) > 4
+    table = table_from_records(records, "reward", jobs=[parsed.job_id])
+    assert table.to_bytes() == parsed.table.to_bytes()
     assert import_job(tmp_path / "a", True) == import_job(tmp_path / "b", False)
     packed, decoded = _index_items(tmp_path / "a"), _index_items(tmp_path / "b")
     assert len(packed["trials"]) == 40

@@ -259,6 +259,11 @@ class _Chunk(msgspec.Struct, array_like=True, gc=False):
     ``labels`` (per label column its chunk-local labels, "" first) with ``codes`` (int32),
     ``value_keys`` (secondary reward keys of the chunk) with ``values`` (float64 rows x keys)
     and ``kinds`` (int8). ``errors``: ``(index into the chunk's names, reason)``.
+
+    Attempts are assigned within the chunk (right for the whole job when no task has trials
+    in another chunk, which :func:`_merge` checks): ``records`` carry them, ``attempts``
+    (int32) lists them, ``order`` (int32) is the rows sorted by task, ``started_at``, trial
+    name, and ``segments`` are ``(task, start, stop)`` ranges of ``order``.
     """
 
     rows: bytes
@@ -279,6 +284,9 @@ class _Chunk(msgspec.Struct, array_like=True, gc=False):
     value_keys: list[str]
     values: bytes
     kinds: bytes
+    order: bytes
+    attempts: bytes
+    segments: list[tuple[str, int, int]]
 
 
 def _read_file(name: str, dir_fd: int | None, job_dir: str) -> bytes:
@@ -379,54 +387,65 @@ def _pack_chunk(
 ) -> _Chunk:
     encode = _ENCODER.encode
     n = len(records)
-    flags = bytearray(n)
+    names = [r.trial_name for r in records]
+    tasks = [r.task_name for r in records]
+    encoded = list(map(encode, records))
+    if records:
+        first = records[0]
+        prefix = f"{first.job_id}/"
+        keys = [(prefix + name).encode() for name in names]
+        base = _attempt_offset(encoded[0], first) - _str_size(names[0]) - _str_size(tasks[0])
+        if all(r.job_id == first.job_id for r in records) and all(d[0] == 0xDE for d in encoded):
+            splits = [
+                base + _str_size(name) + _str_size(task)
+                for name, task in zip(names, tasks, strict=True)
+            ]
+        else:  # pragma: no cover - one job per chunk, msgspec's map16 headers
+            keys = [f"{r.job_id}/{r.trial_name}".encode() for r in records]
+            splits = [_attempt_offset(d, r) for d, r in zip(encoded, records, strict=True)]
+    else:
+        keys, splits = [], []
+    ev_values = [
+        encode({"dict": r.evidence_dict, "data": blob, "size": r.evidence_bytes})
+        for r, blob in zip(records, blobs, strict=True)
+    ]
+    flags = bytes(
+        [
+            (r.exception_type is not None) * _EXCEPTION
+            | (not r.has_verifier) * _NO_VERIFIER
+            | (not r.valid) * _INVALID
+            for r in records
+        ]
+    )
     primary = np.full(n, math.nan, np.float64)
     primary_kind = np.zeros(n, np.int8)
-    label_maps: list[dict[str, int]] = [{"": 0} for _ in _LABELS]
-    agent_l, model_l, dataset_l, exception_l, failure_l = label_maps
-    codes: list[list[int]] = [[] for _ in _LABELS]
-    agent_c, model_c, dataset_c, exception_c, failure_c = codes
     secondary: list[tuple[int, str, float | int, int]] = []
-    keys: list[bytes] = []
-    encoded: list[bytes] = []
-    splits: list[int] = []
-    ev_keys: list[bytes] = []
-    ev_values: list[bytes] = []
-    for i, (r, blob) in enumerate(zip(records, blobs, strict=True)):
-        keys.append(f"{r.job_id}/{r.trial_name}".encode())
-        data = encode(r)
-        encoded.append(data)
-        splits.append(_attempt_offset(data, r))
-        ev_keys.append(r.evidence.encode())  # type: ignore[union-attr]
-        ev_values.append(encode({"dict": r.evidence_dict, "data": blob, "size": r.evidence_bytes}))
-        flag = 0
-        if r.exception_type is not None:
-            flag |= _EXCEPTION
-        if not r.has_verifier:
-            flag |= _NO_VERIFIER
-        if not r.valid:
-            flag |= _INVALID
-        flags[i] = flag
+    primary_rows: list[int] = []
+    primary_values: list[float] = []
+    primary_kinds: list[int] = []
+    for i, r in enumerate(records):
         rewards = r.rewards
         if rewards and r.valid:
             row_kinds = r.kinds
             for key, value in rewards.items():
-                kind = row_kinds.get(key, _NUMBER)
                 if key == reward_key:
-                    primary[i] = float(value)
-                    primary_kind[i] = kind
+                    primary_rows.append(i)
+                    primary_values.append(float(value))
+                    primary_kinds.append(row_kinds.get(key, _NUMBER))
                 else:
-                    secondary.append((i, key, value, kind))
-        value = f"{r.agent_name}@{r.agent_version}"
-        agent_c.append(agent_l.setdefault(value, len(agent_l)))
-        value = r.model_name or ""
-        model_c.append(model_l.setdefault(value, len(model_l)))
-        value = r.source or ""
-        dataset_c.append(dataset_l.setdefault(value, len(dataset_l)))
-        value = r.exception_type or ""
-        exception_c.append(exception_l.setdefault(value, len(exception_l)))
-        value = r.failure or failure_of(r) or ""
-        failure_c.append(failure_l.setdefault(value, len(failure_l)))
+                    secondary.append((i, key, value, row_kinds.get(key, _NUMBER)))
+    if primary_rows:
+        primary[primary_rows] = primary_values
+        primary_kind[primary_rows] = primary_kinds
+    label_maps: list[dict[str, int]] = [{"": 0} for _ in _LABELS]
+    agent_l, model_l, dataset_l, exception_l, failure_l = label_maps
+    codes = [
+        [agent_l.setdefault(f"{r.agent_name}@{r.agent_version}", len(agent_l)) for r in records],
+        [model_l.setdefault(r.model_name or "", len(model_l)) for r in records],
+        [dataset_l.setdefault(r.source or "", len(dataset_l)) for r in records],
+        [exception_l.setdefault(r.exception_type or "", len(exception_l)) for r in records],
+        [failure_l.setdefault(r.failure or failure_of(r) or "", len(failure_l)) for r in records],
+    ]
     value_keys = sorted({key for _, key, _, _ in secondary})
     values = np.full((n, len(value_keys)), math.nan, np.float64)
     kinds = np.zeros((n, len(value_keys)), np.int8)
@@ -436,18 +455,24 @@ def _pack_chunk(
             j = column[key]
             values[i, j] = value
             kinds[i, j] = kind
+    started = [r.started_at or "" for r in records]
+    order, attempts, segments = _attempts(tasks, started, names)
+    encoded = [
+        d if a == 0 else _with_attempt(d, s, a)
+        for d, s, a in zip(encoded, splits, attempts, strict=True)
+    ]
     return _Chunk(
         rows=np.array(rows, np.int32).tobytes(),
         errors=errors,
-        names=[r.trial_name for r in records],
-        tasks=[r.task_name for r in records],
-        started=[r.started_at or "" for r in records],
+        names=names,
+        tasks=tasks,
+        started=started,
         keys=keys,
         records=encoded,
         splits=np.array(splits, np.int32).tobytes(),
-        ev_keys=ev_keys,
+        ev_keys=[r.evidence.encode() for r in records],  # type: ignore[union-attr]
         ev_values=ev_values,
-        flags=bytes(flags),
+        flags=flags,
         primary=primary.tobytes(),
         primary_kind=primary_kind.tobytes(),
         labels=[list(m) for m in label_maps],
@@ -455,7 +480,34 @@ def _pack_chunk(
         value_keys=value_keys,
         values=values.tobytes(),
         kinds=kinds.tobytes(),
+        order=np.array(order, np.int32).tobytes(),
+        attempts=np.array(attempts, np.int32).tobytes(),
+        segments=segments,
     )
+
+
+def _attempts(
+    tasks: list[str], started: list[str], names: list[str]
+) -> tuple[list[int], list[int], list[tuple[str, int, int]]]:
+    """Rows sorted by task, ``started_at`` (missing: ""), trial name; each row's attempt
+    (its index within its task in that order); ``(task, start, stop)`` ranges of the order."""
+    sort_keys = list(zip(tasks, started, names, strict=True))
+    order = sorted(range(len(names)), key=sort_keys.__getitem__)
+    attempts = [0] * len(names)
+    segments: list[tuple[str, int, int]] = []
+    previous, attempt, start = None, 0, 0
+    for row, i in enumerate(order):
+        task = tasks[i]
+        if task != previous:
+            if previous is not None:
+                segments.append((previous, start, row))
+            previous, attempt, start = task, 0, row
+        else:
+            attempt += 1
+        attempts[i] = attempt
+    if previous is not None:
+        segments.append((previous, start, len(order)))
+    return order, attempts, segments
 
 
 _WORKER: dict[str, Any] = {}
@@ -496,6 +548,32 @@ def _with_attempt(data: bytes, split: int, attempt: int) -> bytes:
     return b"".join(
         (header, data[head:split], _ATTEMPT_KEY, _ENCODER.encode(attempt), data[split:])
     )
+
+
+def _without_attempt(data: bytes, split: int, attempt: int) -> bytes:
+    """Inverse of :func:`_with_attempt` (map16 headers)."""
+    count = int.from_bytes(data[1:3], "big") - 1
+    size = len(_ATTEMPT_KEY) + len(_ENCODER.encode(attempt))
+    return b"".join((b"\xde", count.to_bytes(2, "big"), data[3:split], data[split + size :]))
+
+
+def _disjoint_segments(
+    chunks: list[_Chunk],
+) -> list[tuple[str, np.ndarray, int, int]] | None:
+    """``(task, chunk order offset into the job's rows, start, stop)`` per task, tasks
+    sorted, when no task has rows in two chunks; else None."""
+    found: list[tuple[str, int, int, int]] = []
+    for k, c in enumerate(chunks):
+        found.extend((task, k, a, b) for task, a, b in c.segments)
+    found.sort()
+    if any(found[i][0] == found[i + 1][0] for i in range(len(found) - 1)):
+        return None
+    orders = []
+    base = 0
+    for c in chunks:
+        orders.append(np.frombuffer(c.order, np.int32).astype(np.intp) + base)
+        base += len(c.names)
+    return [(task, orders[k], a, b) for task, k, a, b in found]
 
 
 @dataclass
@@ -575,26 +653,35 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
         label_codes = [codes[kept] for codes in label_codes]
     n = len(names)
     # attempts: index within the task, by started_at then trial name; table rows in that order
-    sort_keys = list(zip(tasks, started, names, strict=True))
-    order = sorted(range(n), key=sort_keys.__getitem__)
-    task_list = sorted(set(tasks))
-    attempts = [0] * n
-    task_c = [0] * n
-    previous, attempt, task_i = None, 0, -1
-    for row, i in enumerate(order):
-        task = tasks[i]
-        if task != previous:
-            previous, attempt, task_i = task, 0, task_i + 1
-        else:
-            attempt += 1
-        attempts[i] = attempt
-        task_c[row] = task_i
-    split_list = splits.tolist()
-    records = [
-        r if a == 0 else _with_attempt(r, s, a)
-        for r, s, a in zip(records, split_list, attempts, strict=True)
-    ]
-    o = np.array(order, np.intp)
+    segments = _disjoint_segments(chunks) if kept is None else None
+    if segments is not None:  # every task within one chunk: the chunks' attempts hold
+        task_list = [task for task, _, _, _ in segments]
+        o = np.concatenate([np.zeros(0, np.intp)] + [order[a:b] for _, order, a, b in segments])
+        task_sorted = np.repeat(
+            np.arange(len(segments), dtype=np.int32),
+            np.array([b - a for _, _, a, b in segments], np.intp),
+        )
+        attempt_sorted = joined("attempts", np.int32)[o]
+    else:
+        local = joined("attempts", np.int32)
+        if kept is not None:
+            local = local[kept]
+        records = [
+            r if a == 0 else _without_attempt(r, s, a)
+            for r, s, a in zip(records, splits.tolist(), local.tolist(), strict=True)
+        ]
+        order_list, attempts, task_segments = _attempts(tasks, started, names)
+        records = [
+            r if a == 0 else _with_attempt(r, s, a)
+            for r, s, a in zip(records, splits.tolist(), attempts, strict=True)
+        ]
+        task_list = [task for task, _, _ in task_segments]
+        o = np.array(order_list, np.intp)
+        task_sorted = np.repeat(
+            np.arange(len(task_segments), dtype=np.int32),
+            np.array([b - a for _, a, b in task_segments], np.intp),
+        )
+        attempt_sorted = np.array(attempts, np.int32)[o]
     table_labels: dict[str, list[str]] = {}
     table_codes: dict[str, np.ndarray] = {}
     for column, labels in zip(_LABELS, label_maps, strict=True):
@@ -611,10 +698,10 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
     table = RewardTable(
         reward_key=reward_key,
         tasks=task_list,
-        trials=[names[i] for i in order],
+        trials=[names[i] for i in o.tolist()],
         keys=value_keys,
-        task=np.array(task_c, np.int32),
-        attempt=np.array(attempts, np.int32)[o],
+        task=task_sorted,
+        attempt=attempt_sorted,
         flags=sorted_flags,
         primary=primary[o],
         primary_kind=primary_kind[o],
@@ -678,6 +765,24 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
+def _cut(names: list[str]) -> list[tuple[int, int]]:
+    """``(start, stop)`` chunks of ``names``: about ``CHUNK`` each, cut where the part before
+    ``__`` (Harbor names trial directories ``<task>__<id>``) changes, so that a task's trials
+    usually share a chunk (then attempts are assigned in the worker); at most 4 x ``CHUNK``."""
+    cuts: list[tuple[int, int]] = []
+    start, n = 0, len(names)
+    while start < n:
+        stop = min(start + CHUNK, n)
+        if stop < n:
+            prefix = names[stop - 1].partition("__")[0]
+            limit = min(start + 4 * CHUNK, n)
+            while stop < limit and names[stop].partition("__")[0] == prefix:
+                stop += 1
+        cuts.append((start, stop))
+        start = stop
+    return cuts
+
+
 def _read_all(
     job_dir: str,
     names: list[str],
@@ -692,9 +797,7 @@ def _read_all(
     calling process takes them from the back (a chunk not yet started by a worker is cancelled
     and parsed here), decoding the workers' finished chunks in between: both sides stay busy
     until they meet."""
-    chunks = [
-        (job_dir, names[i : i + CHUNK], job_id, reward_key) for i in range(0, len(names), CHUNK)
-    ]
+    chunks = [(job_dir, names[a:b], job_id, reward_key) for a, b in _cut(names)]
     if workers <= 1 or len(chunks) < 2:
         done = []
         for chunk in chunks:
@@ -804,7 +907,7 @@ def _read_job(
     diagnostics: list[dict[str, Any]] = []
     unreadable: list[dict[str, str]] = []
     readable: list[str] = []  # trial directories with a record, in order
-    for start, chunk in zip(range(0, len(names), CHUNK), chunks, strict=True):
+    for (start, _), chunk in zip(_cut(names), chunks, strict=True):
         for index, reason in chunk.errors:
             unreadable.append({"trial_dir": names[start + index], "reason": reason})
         readable.extend([names[start + i] for i in np.frombuffer(chunk.rows, np.int32).tolist()])
