@@ -239,7 +239,6 @@ def job_id_of(path: Path, result: Any, config_bytes: bytes | None) -> str:
     return f"sha256:{digest.hexdigest()}"
 
 
-_RowT = tuple[TrialRecord | None, bytes | None, str | None]
 _READ_SIZE = 1 << 16
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 _LABELS = ("agent", "model", "dataset", "exception", "failure")
