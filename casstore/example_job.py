@@ -66,7 +66,7 @@ def write_example_job(
         stats=JobStats(
             n_completed_trials=len(results),
             n_errored_trials=errors,
-            evals={f"{_AGENT}__{_SOURCE}": evals},
+            evals={JobStats.format_agent_evals_key(_AGENT, _MODEL, _SOURCE): evals},
         ),
     )
     (job / "result.json").write_text(summary.model_dump_json(indent=4))

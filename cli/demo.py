@@ -18,7 +18,7 @@ import typer
 from rich.table import Table
 
 from casstore.discovery import discover
-from casstore.errors import CheckError
+from casstore.errors import CheckError, UsageError
 from casstore.example import EXAMPLE_TASKS, write_example_suite
 from casstore.example_job import write_example_job
 from casstore.pack import pack_tree
@@ -46,6 +46,8 @@ def demo(
     json: JsonOption = False,
 ) -> None:
     """Run the whole data path on an example suite: pack, publish, checkout, import, rescore."""
+    if job is not None and not job.is_dir():
+        raise UsageError(str(job), "--job must be an existing Harbor job directory")
     started = time.perf_counter()
     suite = write_example_suite(directory / "suite")
     steps: list[tuple[str, str]] = [("write suite", f"{len(EXAMPLE_TASKS)} tasks in {suite}")]
