@@ -1,14 +1,31 @@
 """``casstore import`` and ``casstore export``: Harbor job trees and saved trials.
 
 ``casstore [--store DIR] import PATH... [--name NAME] [--reward-key reward] [--json]`` imports
-job directories, directories of job directories and ``*.jsonl`` saved-trials files. ``--json``
-prints one object per job (a list when several): ``job``, ``trials``, ``imported``,
-``invalid``, ``errored``, ``no_verifier``, ``failure_codes``, ``diagnostics``.
+job directories, directories of job directories and ``*.jsonl`` saved-trials files. A PATH
+is exactly a job directory (a job ``config.json``/``lock.json``, or trial directories) or a
+directory whose direct children are all job directories (Harbor's ``jobs/`` folder); nothing
+deeper is searched, anything else is bad usage. ``--name`` names a job on its first import; a
+job keeps that name (re-importing it with another ``--name`` is refused). ``--json`` prints
+one object per job (a list when several): ``job``, ``trials``, ``imported`` (trials new to the
+store this run), ``invalid``, ``errored``, ``no_verifier``, ``failure_codes``,
+``diagnostics``.
+
+Import's counts are flags, not statuses: ``errored`` is the number of trials with an
+exception recorded (whatever their reward), ``no_verifier`` those without a verifier result
+(with or without an exception), ``invalid`` those whose reward mapping Harbor rejects; a
+trial can be in several. ``casstore rescore`` instead gives each attempt exactly one status
+(``scored``, ``partial``: an exception but a usable reward, ``errored``: an exception and no
+usable reward, ``no_verifier``: no exception and no verifier result, ``invalid``), so its
+``errored``/``no_verifier`` are smaller: import's ``errored`` is rescore's ``partial`` +
+``errored``. The text output spells the flags out: ``21 with an exception, 1 without a
+verifier result``.
 
 ``casstore export JOB -o FILE [--reward-key K]`` writes the saved trials (``trials.jsonl``) of
 an imported job (id or name), or of a job directory read directly (no store involved), which
 is the one command that rebuilds a saved-trials file: ``casstore export JOB_DIR -o FILE
---reward-key K``.
+--reward-key K``. FILE must name a file in an existing folder (else bad usage); it is written
+atomically and no temporary file survives a failure. Trials' ``result_path`` and a job's
+``path`` are absolute, the same whether exported from the store or from the job directory.
 
 Exit status: 0 ok; 1 a check failed (an unusable job, a refused saved-trials file); 2 bad usage
 (a path that is not a job directory, an unknown job).
@@ -25,6 +42,7 @@ from casstore.errors import UsageError
 from casstore.store import Store
 from casstore.trials import find_jobs, read_job, write_trials_jsonl
 from casstore.trials.jobs import assign_attempts, record_reward_key
+from casstore.trials.saved import check_output
 from cli.options import GlobalOptions, JsonOption
 from cli.output import emit_json, out_console, progress_bar
 
@@ -39,16 +57,27 @@ def import_(
     ctx: typer.Context,
     paths: Annotated[
         list[Path],
-        typer.Argument(help="Harbor job directories, directories of them, or trials .jsonl."),
+        typer.Argument(
+            help="Harbor job directories, directories whose direct children are all job "
+            "directories (a jobs/ folder), or trials .jsonl."
+        ),
     ],
     name: Annotated[
-        str | None, typer.Option("--name", help="Name of the job (a single job only).")
+        str | None,
+        typer.Option(
+            "--name",
+            help="Name of the job (a single job only; a job keeps the name of its first "
+            "import: another one is refused).",
+        ),
     ] = None,
     reward_key: RewardKeyOption = "reward",
     json: JsonOption = False,
 ) -> None:
     """Import Harbor job directories (or saved trials) into the store; re-import adds only
-    new trials."""
+    new trials ("N new" counts them) and keeps the job's name (another --name is refused).
+
+    Prints per job: trials, new ones, invalid ones, how many have an exception and how many
+    lack a verifier result (flags that may overlap, not rescore's exclusive statuses)."""
     for path in paths:
         if not path.exists():
             raise UsageError(str(path), "no such file or directory")
@@ -63,7 +92,8 @@ def import_(
         codes = ", ".join(f"{c}={n}" for c, n in r.failure_codes.items()) or "none"
         out_console.print(
             f"{r.name}  {r.job}: {r.trials} trials ({r.imported} new), {r.invalid} invalid, "
-            f"{r.errored} errored, {r.no_verifier} without verifier; failures: {codes}"
+            f"{r.errored} with an exception, {r.no_verifier} without a verifier result; "
+            f"failures: {codes}"
         )
         for diagnostic in r.diagnostics:
             detail = diagnostic.get("message") or diagnostic.get("count") or ""
@@ -84,7 +114,9 @@ def export(
     ] = None,
     json: JsonOption = False,
 ) -> None:
-    """Write a job's saved trials (one JSON object per trial) to a file."""
+    """Write a job's saved trials (one JSON object per trial) to a file (in an existing
+    folder)."""
+    check_output(output)
     path = Path(job)
     if path.is_dir():
         (job_dir,) = _single_job(path)

@@ -392,3 +392,144 @@ def test_packed_import_stores_what_records_would(
     packed, decoded = _index_items(tmp_path / "a"), _index_items(tmp_path / "b")
     assert len(packed["trials"]) == 40
     assert packed == decoded
+
+
+# newcomer stumbles ------------------------------------------------------------------------------
+
+
+NOT_A_JOB = "not a Harbor job directory (nor a directory of job directories)"
+
+
+def test_cli_import_refuses_a_folder_with_a_job_somewhere_below(tmp_path: Path, capsys) -> None:
+    """`import /tmp` must not import unrelated jobs found levels below (tmp/x/y/demo-job)."""
+    make_job(
+        tmp_path / "tmp" / "x" / "y" / "demo-job", {"t__1": trial_json(trial_result("t", "t__1"))}
+    )
+    store = tmp_path / "store"
+    code, _, err = call(capsys, store, "import", str(tmp_path / "tmp"))
+    assert code == 2 and err == f"casstore: {tmp_path / 'tmp'}: {NOT_A_JOB}\n"
+    code, rows, _ = call(capsys, store, "ls", "jobs", "--json")
+    assert rows == []
+
+
+@pytest.mark.realdata
+def test_cli_import_real_jobs_folder_and_not_above(fixtures_dir: Path, tmp_path: Path, capsys):
+    store = tmp_path / "store"
+    above = fixtures_dir / "jobs/tb2-haiku"  # holds jobs/, which holds the job: refused
+    code, _, err = call(capsys, store, "import", str(above))
+    assert code == 2 and err == f"casstore: {above}: {NOT_A_JOB}\n"
+    code, report, _ = call(capsys, store, "import", str(above / "jobs"), "--json")
+    assert code == 0 and report["trials"] == report["imported"] == 89
+    code, full, _ = call(capsys, store, "import", str(fixtures_dir / "jobs/full-trials"), "--json")
+    assert code == 0 and full["trials"] == 3
+
+
+def test_cli_export_output_checked_and_no_temporary_left(tmp_path: Path, capsys) -> None:
+    store = tmp_path / "store"
+    job_dir = _job(tmp_path)
+    assert call(capsys, store, "import", str(job_dir))[0] == 0
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    for job in ("job", str(job_dir)):  # from the store and from the job directory
+        code, _, err = call(capsys, store, "export", job, "-o", str(out_dir))
+        assert (code, err) == (2, f"casstore: {out_dir}: output is a directory; name the file\n")
+        missing = tmp_path / "missing" / "k.jsonl"
+        code, _, err = call(capsys, store, "export", job, "-o", str(missing))
+        assert (code, err) == (2, f"casstore: {missing}: the output's folder does not exist\n")
+    assert list(out_dir.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job", "out", "store"]
+
+
+def test_write_trials_jsonl_never_leaves_its_temporary(tmp_path: Path, monkeypatch) -> None:
+    records = read_job(_job(tmp_path)).trials
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def fail(*_args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("casstore.trials.saved.os.replace", fail)
+    with pytest.raises(OSError):
+        write_trials_jsonl(records, out / "k.jsonl")
+    assert list(out.iterdir()) == []
+
+
+def test_paths_absolute_and_hint_works_from_anywhere(tmp_path: Path, capsys, monkeypatch):
+    """Imported as a relative path: the job's path, exported result_path and the rebuild hint
+    name the absolute job directory, the same from the store and from the job directory."""
+    job_dir = _job(tmp_path).resolve()
+    store = tmp_path / "store"
+    monkeypatch.chdir(tmp_path)
+    assert call(capsys, store, "import", "job")[0] == 0
+    code, rows, _ = call(capsys, store, "ls", "jobs", "--json")
+    assert rows[0]["path"] == str(job_dir)
+    assert call(capsys, store, "export", "job", "-o", "stored.jsonl")[0] == 0
+    assert call(capsys, store, "export", "job/", "-o", "direct.jsonl")[0] == 0
+    stored, direct = _lines(tmp_path / "stored.jsonl"), _lines(tmp_path / "direct.jsonl")
+    paths = sorted(item["result_path"] for item in stored)
+    assert paths == sorted(item["result_path"] for item in direct)
+    assert paths == sorted(str(job_dir / name / "result.json") for name in _names(job_dir))
+    stored[1]["metadata"] = {REWARD_KEY_METADATA: "acc"}
+    _write_lines(tmp_path / "stored.jsonl", stored)
+    monkeypatch.chdir(tmp_path / "store")
+    code, _, err = call(capsys, store, "import", str(tmp_path / "stored.jsonl"))
+    assert code == 1 and f"casstore export {job_dir} -o FILE --reward-key reward" in err
+
+
+def _names(job_dir: Path) -> list[str]:
+    return sorted(p.name for p in job_dir.iterdir() if p.is_dir())
+
+
+def test_reimport_with_another_name_is_refused(tmp_path: Path, capsys) -> None:
+    store = tmp_path / "store"
+    job_dir = _job(tmp_path)
+    code, first, _ = call(capsys, store, "import", str(job_dir), "--name", "mine", "--json")
+    assert code == 0
+    saved = tmp_path / "saved.jsonl"
+    assert call(capsys, store, "export", "mine", "-o", str(saved))[0] == 0
+    for source in (job_dir, saved):
+        code, _, err = call(capsys, store, "import", str(source), "--name", "other")
+        assert code == 2 and err.count("\n") == 1
+        assert f"job {first['job']} is already imported as 'mine'" in err and str(source) in err
+        assert call(capsys, store, "import", str(source), "--name", "mine")[0] == 0
+        assert call(capsys, store, "import", str(source))[0] == 0
+    code, rows, _ = call(capsys, store, "ls", "jobs", "--json")
+    assert [row["name"] for row in rows] == ["mine"]
+    assert call(capsys, store, "export", "mine", "-o", str(saved))[0] == 0
+    assert call(capsys, store, "export", "other", "-o", str(saved))[0] == 2
+
+
+def test_reimported_saved_trials_are_not_new(tmp_path: Path, capsys) -> None:
+    store = tmp_path / "store"
+    job_dir = _job(tmp_path)
+    saved = tmp_path / "saved.jsonl"
+    assert call(capsys, store, "export", str(job_dir), "-o", str(saved))[0] == 0
+    code, first, _ = call(capsys, store, "import", str(saved), "--json")
+    assert code == 0 and first["imported"] == first["trials"] == 4
+    code, again, _ = call(capsys, store, "import", str(saved), "--json")
+    assert code == 0 and (again["trials"], again["imported"]) == (4, 0)
+    code, text, _ = call(capsys, store, "import", str(saved))
+    assert code == 0 and "4 trials (0 new)" in text
+    # the job directory after its saved trials: nothing new either
+    code, from_dir, _ = call(capsys, store, "import", str(job_dir), "--json")
+    assert code == 0 and (from_dir["trials"], from_dir["imported"]) == (4, 0)
+    # one more trial in the saved file: one new
+    items = _lines(saved)
+    extra = dict(items[0], trial_name="t0__9", attempt=0)
+    _write_lines(saved, [*items, extra])
+    code, more, _ = call(capsys, store, "import", str(saved), "--json")
+    assert code == 0 and (more["trials"], more["imported"]) == (5, 1)
+
+
+def test_import_text_spells_out_its_flag_counts(tmp_path: Path, capsys) -> None:
+    """Import counts flags (they overlap), not rescore's exclusive statuses: the text says so."""
+    trials = {
+        "t__1": trial_json(trial_result("t", "t__1", exception="AgentTimeoutError")),
+        "t__2": trial_json(trial_result("t", "t__2", verifier=False, exception="Boom", started=1)),
+        "t__3": trial_json(trial_result("t", "t__3", started=2)),
+    }
+    job_dir = make_job(tmp_path / "job", trials)
+    code, text, _ = call(capsys, tmp_path / "store", "import", str(job_dir))
+    assert code == 0
+    assert "3 trials (3 new), 0 invalid, 2 with an exception, 1 without a verifier result" in text
+    assert "errored" not in text

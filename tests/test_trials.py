@@ -419,7 +419,6 @@ def test_find_jobs(tmp_path: Path) -> None:
     two = make_job(tmp_path / "runs" / "b", {"t__1": trial_json(trial_result("t", "t__1"))})
     assert find_jobs([one]) == [one]
     assert find_jobs([tmp_path / "runs"]) == [one, two]
-    assert find_jobs([tmp_path]) == [one, two]
     assert find_jobs([one, tmp_path / "runs"]) == [one, two]
     (tmp_path / "empty").mkdir()
     with pytest.raises(UsageError, match="empty"):
@@ -428,6 +427,25 @@ def test_find_jobs(tmp_path: Path) -> None:
         find_jobs([one / "t__1"])
     with pytest.raises(UsageError):
         find_jobs([tmp_path / "missing"])
+
+
+def test_find_jobs_searches_no_deeper_than_a_jobs_folder(tmp_path: Path) -> None:
+    """/tmp-like folders are refused, not searched: a job two levels down (tmp/x/y/demo-job)
+    or a folder mixing job directories with other ones is not a source of jobs."""
+    trial = {"t__1": trial_json(trial_result("t", "t__1"))}
+    make_job(tmp_path / "x" / "y" / "demo-job", trial)
+    message = f"{tmp_path}: not a Harbor job directory (nor a directory of job directories)"
+    with pytest.raises(UsageError) as deep:
+        find_jobs([tmp_path])
+    assert str(deep.value) == message and deep.value.exit_code == 2
+    with pytest.raises(UsageError, match="nor a directory of job directories"):
+        find_jobs([tmp_path / "x"])  # the job is a grandchild
+    assert find_jobs([tmp_path / "x" / "y"]) == [tmp_path / "x" / "y" / "demo-job"]
+    runs = tmp_path / "runs"
+    make_job(runs / "a", trial)
+    (runs / "notes").mkdir()
+    with pytest.raises(UsageError, match=r"; not job directories: notes$"):
+        find_jobs([runs])
 
 
 def test_copied_trials_without_job_files_are_a_job(tmp_path: Path) -> None:

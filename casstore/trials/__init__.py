@@ -5,8 +5,8 @@ The contract the scoring engine codes against:
 * :func:`read_job` ``(path, reward_key="reward") -> ImportedJob``: parse one job directory,
   no store (``job_id``, ``record``, ``trials``, ``table``, ``diagnostics``,
   ``failure_codes``);
-* :func:`find_jobs` ``(paths) -> list[Path]``: job directories among paths (UsageError for a
-  path holding none);
+* :func:`find_jobs` ``(paths) -> list[Path]``: each path a job directory or a directory of
+  job directories (nothing deeper; UsageError for anything else);
 * :func:`read_trials_jsonl` ``(path) -> (reward_key, records)`` and
   :func:`write_trials_jsonl` ``(records, path)``: saved trials;
 * :func:`table_from_records` ``(records, reward_key) -> RewardTable``;

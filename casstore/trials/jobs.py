@@ -197,34 +197,55 @@ def _subdirs(path: Path) -> list[Path]:
     return found
 
 
-def find_jobs(paths: Sequence[Path | str], depth: int = 3) -> list[Path]:
-    """The job directories among ``paths`` (each a job directory or a directory of them,
-    searched ``depth`` levels down), in order, without duplicates.
+def find_jobs(paths: Sequence[Path | str]) -> list[Path]:
+    """The job directories among ``paths``, in order, without duplicates.
 
-    Raises :class:`UsageError` naming the first path that is not a directory or holds no job
-    directory (a trial directory alone is refused: give its job directory).
+    Each path must be exactly one of:
+
+    * a job directory: it holds a job ``config.json`` (with ``job_name``) or ``lock.json``, or
+      trial directories (a ``result.json``/``config.json`` with ``trial_name``), e.g. trials
+      copied out of a job;
+    * a directory of job directories (Harbor's ``jobs/`` folder): every visible
+      sub-directory is a job directory (there is at least one).
+
+    Nothing deeper is searched: ``/tmp`` is not a source of jobs because some job lies
+    somewhere below it. Raises :class:`UsageError` ``<path>: not a Harbor job directory (nor
+    a directory of job directories)`` for anything else (with a hint for a trial directory
+    or a folder mixing job directories with other ones).
     """
     found: list[Path] = []
+    seen: set[Path] = set()
     for raw in paths:
         path = Path(raw)
         if not path.is_dir():
             raise UsageError(str(path), "not a directory (expected a Harbor job directory)")
-        jobs = _search(path, depth)
-        if not jobs:
-            hint = " (a trial directory: give its job directory)" if _is_trial_dir(path) else ""
-            raise UsageError(str(path), f"not a Harbor job directory and holds none{hint}")
-        for job in jobs:
-            if job.resolve() not in {f.resolve() for f in found}:
+        for job in _jobs_at(path):
+            key = job.resolve()
+            if key not in seen:
+                seen.add(key)
                 found.append(job)
     return found
 
 
-def _search(path: Path, depth: int) -> list[Path]:
+_NOT_A_JOB = "not a Harbor job directory (nor a directory of job directories)"
+
+
+def _jobs_at(path: Path) -> list[Path]:
+    """``[path]`` for a job directory, its sub-directories for a directory of job directories;
+    UsageError otherwise."""
     if _is_job_dir(path):
         return [path]
-    if depth <= 0 or _is_trial_dir(path):
-        return []
-    return [job for child in _subdirs(path) for job in _search(child, depth - 1)]
+    if _is_trial_dir(path):
+        raise UsageError(str(path), f"{_NOT_A_JOB}; a trial directory: give its job directory")
+    children = _subdirs(path)
+    others = [child.name for child in children if not _is_job_dir(child)]
+    if children and not others:
+        return children
+    hint = ""
+    if others and len(others) < len(children):
+        shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        hint = f"; not job directories: {shown}"
+    raise UsageError(str(path), _NOT_A_JOB + hint)
 
 
 # reading one job -----------------------------------------------------------------------------
@@ -901,7 +922,10 @@ def _read_job(
         dictionary = train([s for s in samples if s])
     evidence = Evidence(dictionary)
     n_workers = workers if workers is not None else _default_workers(len(names))
-    chunks = _read_all(str(path), names, job_id, reward_key, evidence, n_workers, progress)
+    # trials' result_path absolute (as the job record's path): the rebuild hint of a saved-trials
+    # file names the job directory, and must work from any folder
+    root = str(path.resolve())
+    chunks = _read_all(root, names, job_id, reward_key, evidence, n_workers, progress)
 
     diagnostics: list[dict[str, Any]] = []
     unreadable: list[dict[str, str]] = []
@@ -975,8 +999,8 @@ def _read_job(
     harbor = lock.get("harbor") if isinstance(lock, dict) else None
     record = JobRecord(
         job_id=job_id,
-        name=name or path.resolve().name,
-        path=str(path.resolve()),
+        name=name or Path(root).name,
+        path=root,
         reward_key=reward_key,
         harbor_version=harbor.get("version") if isinstance(harbor, dict) else None,
         started_at=_str(job_result, "started_at"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ import msgspec
 from casstore.errors import RewardKeyError, UsageError
 from casstore.trials.records import REWARD_KEY_METADATA, TrialRecord
 
-__all__ = ["read_trials_jsonl", "rebuild_hint", "write_trials_jsonl"]
+__all__ = ["check_output", "read_trials_jsonl", "rebuild_hint", "write_trials_jsonl"]
 
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -46,8 +47,10 @@ def _rewards_in(rewards: Any) -> Any:
 
 def write_trials_jsonl(records: Iterable[TrialRecord], path: Path | str) -> int:
     """Write ``records`` to ``path`` (one JSON object per line, atomically: a temporary file
-    renamed); returns the number written. Raises :class:`RewardKeyError` when a record lacks
-    the reward-key metadata or records disagree on it."""
+    renamed; the temporary file never survives a failure); returns the number written. Raises
+    :class:`UsageError` when ``path`` is a directory or its folder does not exist
+    (:func:`check_output`), :class:`RewardKeyError` when a record lacks the reward-key
+    metadata or records disagree on it."""
     path = Path(path)
     encoder = msgspec.json.Encoder()
     lines = []
@@ -61,12 +64,29 @@ def write_trials_jsonl(records: Iterable[TrialRecord], path: Path | str) -> int:
         lines.append(encoder.encode(data))
     if None in keys or len(keys) > 1:
         raise RewardKeyError(str(path), "records disagree on or lack the primary reward key")
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as handle:
-        for line in lines:
-            handle.write(line + b"\n")
-    os.replace(tmp, path)
+    check_output(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            for line in lines:
+                handle.write(line + b"\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:  # never left behind (after the rename it no longer exists)
+        Path(tmp).unlink(missing_ok=True)
     return len(lines)
+
+
+def check_output(path: Path | str) -> Path:
+    """``path`` as given; :class:`UsageError` naming it when a saved-trials file cannot be
+    written there (a directory, a missing folder), before any work is done."""
+    path = Path(path)
+    absolute = Path(os.path.abspath(path))
+    if absolute.is_dir():
+        raise UsageError(str(path), "output is a directory; name the file")
+    if not absolute.parent.is_dir():
+        raise UsageError(str(path), "the output's folder does not exist")
+    return path
 
 
 def rebuild_hint(job_dir: str | None, reward_key: str | None) -> str:

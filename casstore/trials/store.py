@@ -9,7 +9,16 @@ bytes).
 Re-importing a job is idempotent: trial directories already stored (by name) are not read
 again; new ones are added, attempts are re-assigned over all of the job's trials and the
 job's reward table is rebuilt. Importing with another ``reward_key`` rebuilds the table and
-the records' reward-key metadata.
+the records' reward-key metadata. A report's ``imported`` counts only the trials the store did
+not hold before (re-importing the same job or saved-trials file reports 0 new).
+
+A job keeps the name it was first imported with: re-importing it with another ``name`` is
+refused (:class:`UsageError` naming the job and its current name), so that the name it was
+known by never stops resolving.
+
+Paths are absolute: the job record's ``path`` and the trials' ``result_path`` (the rebuild
+hint of a saved-trials file names the job directory from them, and must work from any
+folder).
 """
 
 from __future__ import annotations
@@ -72,7 +81,8 @@ def import_jobs(
     """Import Harbor job directories (or ``*.jsonl`` saved-trials files) into ``store``.
 
     ``paths``: job directories, directories of job directories, saved-trials files.
-    ``name``: the job's name (only with a single job; default the directory name).
+    ``name``: the job's name (only with a single job; default the directory name; a job
+    already imported under another name is refused).
     ``progress``: ``start(total trial dirs)`` once, ``advance(trial dir)`` per trial.
     Returns one :class:`ImportReport` per job. Raises :class:`UsageError` for a path holding
     no job (or ``--name`` with several jobs), :class:`CheckError` for an unusable job or
@@ -97,7 +107,7 @@ def import_jobs(
         for record in records:
             by_job.setdefault(record.job_id, []).append(record)
         for job_id, group in by_job.items():
-            reports.append(import_records(store, job_id, group, key, name or job_id))
+            reports.append(import_records(store, job_id, group, key, name, where=str(file)))
     return reports
 
 
@@ -116,6 +126,7 @@ def _import_dir(
     job_id = job_id_of(job_dir, result, config)
     existing = index.read(lambda txn: txn.get("jobs", job_id))
     existing_record = from_builtins(existing, JobRecord) if existing else None
+    _check_name(str(job_dir), job_id, name, existing_record)
     skip = set()
     dictionary = None
     if existing_record is not None:
@@ -138,6 +149,16 @@ def _import_dir(
     _reserve(store, parsed)
     with paused_gc():
         return index.write(body)
+
+
+def _check_name(where: str, job_id: str, name: str | None, previous: JobRecord | None) -> None:
+    """UsageError when ``name`` would rename an already-imported job (names never change)."""
+    if name is not None and previous is not None and previous.name != name:
+        raise UsageError(
+            where,
+            f"job {job_id} is already imported as {previous.name!r}; a job keeps its name "
+            f"(re-import without --name)",
+        )
 
 
 def _reserve(store: Store, parsed: ImportedJob) -> None:
@@ -225,11 +246,12 @@ def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> Imp
     record.datasets = [d for d in table.datasets if d]
     txn.put("jobs", job_id, to_builtins(record))
     counts = job_counts(everything)
+    known = set(previous.trial_names) if previous is not None else set()
     return ImportReport(
         job=job_id,
         name=record.name,
         trials=counts["trials"],
-        imported=len(parsed.trials),
+        imported=sum(t.trial_name not in known for t in parsed.trials),
         invalid=counts["invalid"],
         errored=counts["errored"],
         no_verifier=counts["no_verifier"],
@@ -335,20 +357,41 @@ def _first(item: tuple[bytes, Any]) -> bytes:
 
 
 def import_records(
-    store: Store, job_id: str, records: list[TrialRecord], reward_key: str, name: str
+    store: Store,
+    job_id: str,
+    records: list[TrialRecord],
+    reward_key: str,
+    name: str | None = None,
+    where: str | None = None,
 ) -> ImportReport:
     """Store saved trials (from ``trials.jsonl``) as job ``job_id``: records and the reward
-    table only (their evidence stays where it was)."""
-    assign_attempts(records)
-    record = JobRecord(job_id=job_id, name=name, reward_key=reward_key)
-    table = table_from_records(records, reward_key, jobs=[job_id])
-    parsed = ImportedJob(job_id=job_id, record=record, trials=records, table=table)
+    table only (their evidence stays where it was). ``name``: the job's name (default: its
+    current one, else the job id; another name for an imported job is refused naming
+    ``where``); the job's path is its trials' job directory (from their ``result_path``)
+    when they agree on one."""
     existing = store.index.read(lambda txn: txn.get("jobs", job_id))
     previous = from_builtins(existing, JobRecord) if existing else None
+    _check_name(where or job_id, job_id, name, previous)
+    assign_attempts(records)
+    record = JobRecord(
+        job_id=job_id, name=name or job_id, path=_job_dir_of(records), reward_key=reward_key
+    )
+    table = table_from_records(records, reward_key, jobs=[job_id])
+    parsed = ImportedJob(job_id=job_id, record=record, trials=records, table=table)
     if previous is not None:
-        record.name, record.path = previous.name, previous.path
+        record.name, record.path = previous.name, previous.path or record.path
         record.dictionary = previous.dictionary
     return store.index.write(lambda txn: _store_job(txn, parsed, previous))
+
+
+def _job_dir_of(records: list[TrialRecord]) -> str | None:
+    """The absolute job directory the trials were read from, when they all name the same."""
+    dirs = {
+        str(Path(r.result_path).parent.parent)
+        for r in records
+        if r.result_path and Path(r.result_path).is_absolute()
+    }
+    return dirs.pop() if len(dirs) == 1 else None
 
 
 def _maybe(path: Path) -> bytes | None:
@@ -403,13 +446,22 @@ def reward_table(store: Store, job: str) -> RewardTable:
 
 
 def trial_records(store: Store, job: str) -> list[TrialRecord]:
-    """The job's trial records (by id or name), by trial name."""
-    job_id = job_record(store, job).job_id
-    return store.index.read(
+    """The job's trial records (by id or name), by trial name. A relative ``result_path``
+    (stored by older imports, as typed then) is made absolute under the job's path."""
+    record = job_record(store, job)
+    job_id = record.job_id
+    records = store.index.read(
         lambda txn: [
             from_builtins(raw, TrialRecord) for _, raw in txn.items("trials", f"{job_id}/")
         ]
     )
+    if record.path:
+        for r in records:
+            if r.result_path and not Path(r.result_path).is_absolute():
+                r.result_path = str(
+                    Path(record.path) / Path(r.result_path).parent.name / "result.json"
+                )
+    return records
 
 
 def evidence_bytes(store: Store, digest: str) -> bytes:
