@@ -5,17 +5,40 @@
 [--taskset REF] [--metric-timeout SECONDS] [--json]``
 
 SOURCE is an existing directory (Harbor job directories in it, scored directly), a ``.jsonl``
-file (saved trials) or the id/name of a job imported in the store. ``--taskset REF`` checks
-the trials against a stored taskset (unknown trial tasks and taskset tasks without trials are
-errors) and applies the views its task revisions declare. ``--json`` prints the object
-documented in :mod:`scoring.report`; otherwise a summary table.
+file (saved trials) or the id/name of a job imported in the store; a SOURCE that looks like a
+path (holds ``/`` or ends with ``.jsonl``) and does not exist is bad usage. Each trial (job id +
+trial name) must be given once: the same job directory twice, or an imported job together with
+its own job directory or exported trials.jsonl, is refused (exit 1) with a message naming the
+repeated trial and both sources; casstore never silently counts a trial twice nor guesses
+which copy to drop.
 
-Exit status: 0 ok; 1 the trials cannot be scored (mixed reward keys, a taskset mismatch, a
-failing metric script); 2 bad usage (an unknown job, a malformed option).
+Options:
+
+* ``--k 1,2,4``: comma-separated integers >= 1 (no empty item); default 1, 2, 4, … up to the
+  attempts per task;
+* ``--threshold T``: a finite number; an attempt succeeds when its primary reward >= T;
+* ``--metric mean|sum|min|max|PATH`` (repeatable): Harbor's metrics, or a ``metric.py`` run as
+  Harbor runs it (``uv run PATH -i rewards.jsonl -o metric.json``; uv from ``CASSTORE_UV``,
+  ``PATH`` or ``<repo>/.tools/bin/uv``, else the current interpreter; see
+  :mod:`scoring._metric_script`);
+* ``--metric-timeout SECONDS``: how long each metric.py may run before its process group is
+  killed (default 60; a number > 0);
+* ``--group-by FIELDS``: comma-separated distinct fields among agent, model, dataset; ``""``
+  means no groups;
+* ``--taskset REF``: checks the trials against a stored taskset (unknown trial tasks and taskset
+  tasks without trials are errors) and applies the views its task revisions declare;
+* ``--views FILE``: a TOML or JSON view file (:mod:`scoring._views`);
+* ``--json``: prints the object documented in :mod:`scoring.report`; otherwise a summary table.
+
+Exit status: 0 ok; 1 the trials cannot be scored (mixed reward keys, a trial given twice, a
+taskset mismatch, a failing metric script: one line ``<script>: metric script failed (exit N):
+<last stderr line>``); 2 bad usage (an unknown job, taskset or path, a missing metric script or
+view file, a malformed option).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -32,27 +55,58 @@ __all__ = ["print_report", "register"]
 
 
 def _parse_ks(text: str | None) -> list[int] | None:
-    if not text:
+    if text is None:
         return None
+    parts = [part.strip() for part in text.split(",")]
+    if not all(parts):
+        raise UsageError("--k", f"empty item in {text!r}: give comma-separated integers >= 1")
     try:
-        ks = [int(part) for part in text.split(",") if part.strip()]
+        ks = [int(part) for part in parts]
     except ValueError:
         raise UsageError("--k", f"not a comma-separated list of integers: {text!r}") from None
-    if not ks or any(k < 1 for k in ks):
+    if any(k < 1 for k in ks):
         raise UsageError("--k", "every k must be an integer >= 1")
     return ks
+
+
+def _parse_group_by(text: str) -> list[str]:
+    """``""`` (or blanks) means no groups; otherwise distinct known fields, no empty item."""
+    if not text.strip():
+        return []
+    fields = [part.strip() for part in text.split(",")]
+    seen: set[str] = set()
+    for field in fields:
+        if not field:
+            raise UsageError("--group-by", f"empty item in {text!r} ('' alone means no groups)")
+        if field not in ("agent", "model", "dataset"):
+            raise UsageError("--group-by", f"unknown field {field!r} (agent, model, dataset)")
+        if field in seen:
+            raise UsageError("--group-by", f"field {field!r} repeated")
+        seen.add(field)
+    return fields
 
 
 def _metric_specs(metrics: list[str] | None) -> list[str | Path]:
     specs: list[str | Path] = []
     for metric in metrics or ["mean"]:
+        path = Path(metric)
         if metric in BUILTIN_METRIC_NAMES:
             specs.append(metric)
-        elif Path(metric).is_file():
-            specs.append(Path(metric))
+        elif path.is_file():
+            specs.append(path)
+        elif "/" in metric or path.suffix == ".py" or path.exists():
+            reason = "not a file" if path.exists() else "no such metric script"
+            raise UsageError(metric, f"{reason} (--metric is mean, sum, min, max or a metric.py)")
         else:
             raise UsageError(metric, "--metric is mean, sum, min, max or a metric.py path")
     return specs
+
+
+def _check_number(option: str, value: float, positive: bool = False) -> None:
+    if not math.isfinite(value):
+        raise UsageError(option, f"must be a finite number, not {value}")
+    if positive and value <= 0:
+        raise UsageError(option, f"must be > 0 seconds, not {value:g}")
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:
@@ -136,7 +190,7 @@ def rescore(
         str | None, typer.Option("--k", help="Comma-separated k values (default 1,2,4,…,5,10,…).")
     ] = None,
     threshold: Annotated[
-        float, typer.Option("--threshold", help="Success: primary >= threshold.")
+        float, typer.Option("--threshold", help="Success: primary >= threshold (finite).")
     ] = 1.0,
     metric: Annotated[
         list[str] | None,
@@ -144,24 +198,43 @@ def rescore(
     ] = None,
     views: Annotated[Path | None, typer.Option("--views", help="View file (TOML or JSON).")] = None,
     group_by: Annotated[
-        str, typer.Option("--group-by", help="Group fields among agent, model, dataset.")
+        str,
+        typer.Option(
+            "--group-by",
+            help="Distinct group fields among agent, model, dataset ('' for no groups).",
+        ),
     ] = "agent,model,dataset",
     taskset: Annotated[
         str | None, typer.Option("--taskset", help="Check trials against this taskset.")
     ] = None,
     metric_timeout: Annotated[
-        float, typer.Option("--metric-timeout", help="Seconds before a metric.py is killed.")
+        float,
+        typer.Option(
+            "--metric-timeout",
+            help="Seconds each metric.py may run before it is killed (> 0).",
+        ),
     ] = 60.0,
     json: JsonOption = False,
 ) -> None:
-    """Score Harbor trials: means, coverage, pass@k/pass^k, Harbor's own metrics, views."""
+    """Score Harbor trials: means, coverage, pass@k/pass^k, Harbor's own metrics, views.
+
+    Give each trial once: the same trial (job id + trial name) from two SOURCEs
+    (a job directory twice; an imported job plus its job directory or its
+    exported trials.jsonl) is refused, naming the trial and both sources.
+
+    A metric.py runs as Harbor runs it:
+    uv run PATH -i rewards.jsonl -o metric.json
+    (uv from CASSTORE_UV, PATH or <repo>/.tools/bin/uv; else this Python).
+    --metric-timeout SECONDS (> 0, default 60) kills a metric.py running longer.
+
+    --group-by "" means no groups.
+    """
     options: GlobalOptions = ctx.obj
     ks = _parse_ks(k)
+    _check_number("--threshold", threshold)
+    _check_number("--metric-timeout", metric_timeout, positive=True)
     metrics = _metric_specs(metric)
-    fields = [part.strip() for part in group_by.split(",") if part.strip()]
-    for field in fields:
-        if field not in ("agent", "model", "dataset"):
-            raise UsageError("--group-by", f"unknown field {field!r} (agent, model, dataset)")
+    fields = _parse_group_by(group_by)
     declared = load_views(views) if views is not None else []
     table = load_sources(sources, options.store, reward_key)
     if taskset is not None:

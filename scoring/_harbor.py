@@ -94,7 +94,7 @@ def _dyadic(values: np.ndarray, bound: float) -> bool:
     """Whether every value is a multiple of ``2**−m`` for ``m >= 0`` with
     ``bound · 2**m < 2**52`` (``bound >= n · max|x|``, finite): scaling by ``2**m`` is then exact
     and gives integers. A prefix is tried first, so other data costs little."""
-    if not bound > 0.0:
+    if not 0.0 < bound < math.inf:  # n · max|x| overflowed: frexp(inf) has exponent 0
         return False
     _, exponent = math.frexp(bound)  # bound < 2**exponent
     m = 52 - exponent

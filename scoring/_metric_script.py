@@ -2,19 +2,31 @@
 
 The rewards (one per attempt Harbor would hold, in trial order) are written to a temporary
 ``rewards.jsonl``: one JSON object per line, or ``null`` for an attempt without a verifier
-result. The script is run as ``uv run SCRIPT -i rewards.jsonl -o metric.json`` when ``uv`` is
-on ``PATH`` (so PEP 723 ``# /// script`` dependencies resolve as under Harbor), otherwise as
-``python SCRIPT -i … -o …`` with the current interpreter. It must exit 0 and leave a JSON
-object in ``metric.json``; its value is the metric (e.g. ``{"mean": 0.81, "pass_rate": 0.5}``).
+result. The script is run as Harbor runs it, ``uv run SCRIPT -i rewards.jsonl -o metric.json``
+(so PEP 723 ``# /// script`` dependencies resolve as under Harbor), when a ``uv`` is found
+(:func:`find_uv`), otherwise as ``python SCRIPT -i … -o …`` with the current interpreter.
+``uv`` runs with ``UV_PYTHON_DOWNLOADS=never`` and ``UV_NO_PROGRESS=1``. The script must exit 0
+and leave a JSON object in ``metric.json``; its value is the metric (e.g.
+``{"mean": 0.81, "pass_rate": 0.5}``).
+
+Which ``uv`` (:func:`find_uv`), first match wins:
+
+1. ``CASSTORE_UV`` when set: a path or a command name (an empty value means "never uv": use
+   the current interpreter); naming nothing executable is a :class:`UsageError`;
+2. ``uv`` on ``PATH``;
+3. the project's bootstrap copy, ``<repo>/.tools/bin/uv`` next to the installed ``casstore``
+   package, when it exists.
 
 Differences from Harbor, on purpose: a timeout (default 60 s; the whole process group is killed)
-and errors that carry the script's stderr, exit status and path in one
-:class:`~scoring._errors.MetricScriptError`.
+and one-line errors: :class:`~scoring._errors.MetricScriptError` says
+``<script>: metric script failed (exit N): <last non-empty stderr line>`` and keeps the
+script's whole stderr in its ``stderr`` attribute.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -24,23 +36,75 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from casstore.errors import UsageError
 from scoring._errors import MetricScriptError
 
-__all__ = ["DEFAULT_TIMEOUT", "metric_command", "run_metric_script"]
+__all__ = ["DEFAULT_TIMEOUT", "UV_ENV", "find_uv", "metric_command", "run_metric_script"]
 
 DEFAULT_TIMEOUT = 60.0
+UV_ENV = "CASSTORE_UV"
+_UV_SETTINGS = {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
+
+
+def _bootstrap_uv() -> Path:
+    """``<repo>/.tools/bin/uv``: the repository holding the installed ``casstore`` package."""
+    import casstore
+
+    return Path(casstore.__file__).resolve().parent.parent / ".tools" / "bin" / "uv"
+
+
+def find_uv() -> str | None:
+    """The ``uv`` to run metric scripts with, or None (see the module docstring)."""
+    override = os.environ.get(UV_ENV)
+    if override is not None:
+        if not override.strip():
+            return None
+        found = shutil.which(override)
+        if found is None:
+            raise UsageError(override, f"{UV_ENV} names no executable uv")
+        return found
+    found = shutil.which("uv")
+    if found is not None:
+        return found
+    bootstrap = _bootstrap_uv()
+    if bootstrap.is_file() and os.access(bootstrap, os.X_OK):
+        return str(bootstrap)
+    return None
+
+
+def _command(
+    script: Path, input_path: Path, output_path: Path
+) -> tuple[list[str], dict[str, str] | None]:
+    """``(argv, environment)``: uv gets :data:`_UV_SETTINGS`; the interpreter inherits ours."""
+    tail = [str(script), "-i", str(input_path), "-o", str(output_path)]
+    uv = find_uv()
+    if uv is None:
+        return [sys.executable, *tail], None
+    return [uv, "run", *tail], {**os.environ, **_UV_SETTINGS}
 
 
 def metric_command(script: Path, input_path: Path, output_path: Path) -> list[str]:
-    """The command line: ``uv run`` when uv exists, else the current interpreter."""
-    tail = [str(script), "-i", str(input_path), "-o", str(output_path)]
-    uv = shutil.which("uv")
-    return [uv, "run", *tail] if uv else [sys.executable, *tail]
+    """The command line: ``uv run`` when a uv is found (:func:`find_uv`), else the current
+    interpreter."""
+    return _command(script, input_path, output_path)[0]
 
 
-def _tail(text: str, limit: int = 2000) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else "…" + text[-limit:]
+def _last_line(text: str, limit: int = 500) -> str:
+    """The last non-empty line of ``text`` (stripped, at most ``limit`` characters)."""
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if line:
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""
+
+
+def _failure(script: Path, what: str, stderr: str) -> MetricScriptError:
+    """``<script>: <what>: <last stderr line>`` (no ``: …`` without stderr); ``.stderr`` holds
+    the script's whole stderr."""
+    last = _last_line(stderr)
+    error = MetricScriptError(str(script), f"{what}: {last}" if last else what)
+    error.stderr = stderr  # type: ignore[attr-defined]
+    return error
 
 
 def run_metric_script(
@@ -50,10 +114,14 @@ def run_metric_script(
 ) -> dict[str, Any]:
     """Run ``script`` on ``rewards``; return the JSON object it wrote.
 
-    Raises :class:`MetricScriptError` (naming the script, with its stderr) when the script is
-    missing, exits non-zero, runs longer than ``timeout`` seconds or writes no JSON object.
+    Raises :class:`MetricScriptError` (one line naming the script and the last line of its
+    stderr; the whole stderr in ``.stderr``) when the script is missing, exits non-zero, runs
+    longer than ``timeout`` seconds or writes no JSON object; :class:`UsageError` when
+    ``timeout`` is not a finite number > 0.
     """
     script = Path(script)
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise UsageError(str(script), f"metric timeout must be a number of seconds > 0: {timeout}")
     if not script.is_file():
         raise MetricScriptError(str(script), "metric script not found")
     with tempfile.TemporaryDirectory(prefix="casstore-metric-") as temp:
@@ -62,11 +130,14 @@ def run_metric_script(
         with input_path.open("w") as handle:
             for reward in rewards:
                 handle.write("null\n" if reward is None else json.dumps(reward) + "\n")
+        command, environment = _command(script.resolve(), input_path, output_path)
         process = subprocess.Popen(
-            metric_command(script.resolve(), input_path, output_path),
+            command,
+            env=environment,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            errors="replace",
             start_new_session=True,
         )
         try:
@@ -74,20 +145,17 @@ def run_metric_script(
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             _, stderr = process.communicate()
-            raise MetricScriptError(
-                str(script), f"metric script timed out after {timeout:g} s: {_tail(stderr)}"
-            ) from None
-        if process.returncode != 0:
-            raise MetricScriptError(
-                str(script),
-                f"metric script failed (exit {process.returncode}): {_tail(stderr)}",
-            )
+            raise _failure(script, f"metric script timed out after {timeout:g} s", stderr) from None
+        code = process.returncode
+        if code != 0:
+            status = f"killed by signal {-code}" if code < 0 else f"exit {code}"
+            raise _failure(script, f"metric script failed ({status})", stderr)
         try:
             result = json.loads(output_path.read_text())
-        except (OSError, ValueError) as error:
-            raise MetricScriptError(
-                str(script), f"metric script wrote no JSON to -o: {error}"
-            ) from None
+        except OSError:
+            raise _failure(script, "metric script wrote nothing to -o", stderr) from None
+        except ValueError as error:
+            raise _failure(script, f"metric script wrote no JSON to -o ({error})", stderr) from None
     if not isinstance(result, dict):
         raise MetricScriptError(str(script), "metric script output is not a JSON object")
     return result

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from casstore.errors import UsageError
 from scoring._errors import ScoringError
 
 __all__ = ["REDUCERS", "Signal", "View", "evaluate_views", "load_views", "parse_views"]
@@ -98,12 +99,21 @@ def parse_views(data: Any, where: str = "views") -> list[View]:
 
 
 def load_views(path: Path | str) -> list[View]:
-    """Read a TOML (``.toml``) or JSON view file."""
+    """Read a TOML (``.toml``) or JSON view file.
+
+    A file that cannot be read (missing, a directory) is a :class:`UsageError`; one that does
+    not parse or declares bad views is a :class:`ScoringError`.
+    """
     path = Path(path)
     try:
         text = path.read_text()
+    except OSError as error:
+        raise UsageError(str(path), f"cannot read views: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise ScoringError(str(path), "cannot read views: not UTF-8 text") from None
+    try:
         data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (OSError, ValueError) as error:
+    except ValueError as error:
         raise ScoringError(str(path), f"cannot read views: {error}") from None
     return parse_views(data, str(path))
 

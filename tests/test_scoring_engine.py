@@ -123,6 +123,23 @@ def template(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def no_uv(monkeypatch) -> None:
+    """Metric scripts run with this interpreter (``CASSTORE_UV=""``): ``uv run`` of a script
+    without a PEP 723 header would sync the project the tests run in. Tests about uv set it."""
+    monkeypatch.setenv("CASSTORE_UV", "")
+
+
+def any_uv() -> str | None:
+    """A uv for the tests that need one (PATH, then the project's bootstrap copy)."""
+    import shutil
+
+    from scoring._metric_script import _bootstrap_uv
+
+    bootstrap = _bootstrap_uv()
+    return shutil.which("uv") or (str(bootstrap) if bootstrap.is_file() else None)
+
+
 def test_template_metric_script_like_harbor(template: Path) -> None:
     rows = [
         {"task": f"t{i}", "rewards": r}
@@ -151,6 +168,25 @@ def test_failing_metric_script_carries_stderr(template: Path) -> None:
     assert "exit 1" in str(caught.value) and str(template) in str(caught.value)
 
 
+def test_failing_metric_script_error_is_one_line(template: Path) -> None:
+    with pytest.raises(MetricScriptError) as caught:
+        run_metric_script(template, [{"reward": 1.0, "style": 0.5}])
+    assert str(caught.value) == (
+        f"{template}: metric script failed (exit 1): ValueError: expected one key per reward, got 2"
+    )
+    # the whole traceback stays on the error
+    stderr = caught.value.stderr  # type: ignore[attr-defined]
+    assert stderr.startswith("Traceback") and "line" in stderr and stderr.count("\n") > 3
+
+
+def test_failing_metric_script_without_stderr(tmp_path: Path) -> None:
+    script = tmp_path / "quiet.py"
+    script.write_text("import sys\nsys.exit(3)\n")
+    with pytest.raises(MetricScriptError) as caught:
+        run_metric_script(script, [None])
+    assert str(caught.value) == f"{script}: metric script failed (exit 3)"
+
+
 def test_hanging_metric_script_times_out(tmp_path: Path) -> None:
     script = tmp_path / "hang.py"
     script.write_text(
@@ -160,6 +196,19 @@ def test_hanging_metric_script_times_out(tmp_path: Path) -> None:
     with pytest.raises(MetricScriptError, match="timed out after 1 s: still thinking"):
         run_metric_script(script, [None], timeout=1.0)
     assert time.monotonic() - started < 10
+    silent = tmp_path / "silent.py"
+    silent.write_text("import time\ntime.sleep(60)\n")
+    with pytest.raises(MetricScriptError) as caught:
+        run_metric_script(silent, [None], timeout=0.5)
+    assert str(caught.value) == f"{silent}: metric script timed out after 0.5 s"
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf")])
+def test_metric_timeout_must_be_positive(template: Path, timeout: float) -> None:
+    from casstore.errors import UsageError
+
+    with pytest.raises(UsageError, match="> 0"):
+        run_metric_script(template, [None], timeout=timeout)
 
 
 def test_metric_script_must_write_a_json_object(tmp_path: Path) -> None:
@@ -174,7 +223,9 @@ def test_metric_script_must_write_a_json_object(tmp_path: Path) -> None:
 def test_metric_script_runs_with_this_interpreter_without_uv(monkeypatch, template) -> None:
     from scoring import _metric_script
 
+    monkeypatch.delenv("CASSTORE_UV")
     monkeypatch.setattr(_metric_script.shutil, "which", lambda name: None)
+    monkeypatch.setattr(_metric_script, "_bootstrap_uv", lambda: template.parent / "no-uv")
     command = _metric_script.metric_command(template, Path("i"), Path("o"))
     assert command == [sys.executable, str(template), "-i", "i", "-o", "o"]
     monkeypatch.setattr(_metric_script.shutil, "which", lambda name: "/usr/bin/uv")
@@ -182,6 +233,71 @@ def test_metric_script_runs_with_this_interpreter_without_uv(monkeypatch, templa
         "/usr/bin/uv",
         "run",
     ]
+
+
+def test_find_uv_order(monkeypatch, tmp_path: Path) -> None:
+    from casstore.errors import UsageError
+    from scoring._metric_script import find_uv
+
+    def fake(name: str) -> Path:
+        path = tmp_path / name / "uv"
+        path.parent.mkdir()
+        path.write_text("#!/bin/sh\n")
+        path.chmod(0o755)
+        return path
+
+    on_path, bootstrap, chosen = fake("path"), fake("bootstrap"), fake("chosen")
+    monkeypatch.setattr("scoring._metric_script._bootstrap_uv", lambda: bootstrap)
+    monkeypatch.delenv("CASSTORE_UV")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert find_uv() == str(bootstrap)  # not on PATH: the project's .tools/bin/uv
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    assert find_uv() == str(on_path)  # PATH first
+    monkeypatch.setenv("CASSTORE_UV", str(chosen))
+    assert find_uv() == str(chosen)  # CASSTORE_UV wins
+    monkeypatch.setenv("CASSTORE_UV", "")
+    assert find_uv() is None  # "": never uv
+    monkeypatch.setenv("CASSTORE_UV", str(tmp_path / "nosuch"))
+    with pytest.raises(UsageError, match="CASSTORE_UV names no executable uv"):
+        find_uv()
+
+
+PEP723 = textwrap.dedent(
+    """
+    # /// script
+    # requires-python = ">=3.8"
+    # dependencies = []
+    # ///
+    import json, os, sys
+    args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+    lines = open(args["-i"]).read().splitlines()
+    settings = {k: os.environ.get(k) for k in ("UV_PYTHON_DOWNLOADS", "UV_NO_PROGRESS")}
+    with open(args["-o"], "w") as out:
+        json.dump({"n": len(lines), "python": sys.executable, "uv": settings}, out)
+    """
+)
+
+
+def test_pep723_metric_script_with_uv_and_without(monkeypatch, tmp_path: Path) -> None:
+    script = tmp_path / "metric.py"
+    script.write_text(PEP723)
+    monkeypatch.delenv("UV_PYTHON_DOWNLOADS", raising=False)
+    monkeypatch.delenv("UV_NO_PROGRESS", raising=False)
+    plain = run_metric_script(script, [None, {"reward": 1}])  # CASSTORE_UV="": this Python
+    assert plain == {
+        "n": 2,
+        "python": sys.executable,
+        "uv": {"UV_PYTHON_DOWNLOADS": None, "UV_NO_PROGRESS": None},
+    }
+    uv = any_uv()
+    if uv is None:
+        pytest.skip("no uv on PATH nor in .tools/bin")
+    monkeypatch.setenv("CASSTORE_UV", uv)
+    monkeypatch.setenv("UV_OFFLINE", "1")  # dependencies = []: nothing to fetch
+    under_uv = run_metric_script(script, [None, {"reward": 1}])
+    assert under_uv["n"] == 2
+    assert under_uv["python"] != sys.executable  # uv's ephemeral environment for the script
+    assert under_uv["uv"] == {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
 
 
 # --- views ----------------------------------------------------------------------------------
@@ -235,6 +351,15 @@ def test_views_skip_unmeasured_and_reject_unknown_signals(tmp_path: Path) -> Non
     broken.write_text('[views.v]\nreducer = "median"\nsignals = []\n')
     with pytest.raises(ScoringError, match="unknown reducer"):
         load_views(broken)
+
+
+def test_missing_view_file_is_bad_usage(tmp_path: Path) -> None:
+    from casstore.errors import UsageError
+
+    missing = tmp_path / "missing.toml"
+    with pytest.raises(UsageError) as caught:
+        load_views(missing)
+    assert str(caught.value) == f"{missing}: cannot read views: No such file or directory"
 
 
 # --- several sources ------------------------------------------------------------------------

@@ -187,6 +187,16 @@ def test_float_sum_is_cpython_sum_bit_for_bit(values) -> None:
     assert math.copysign(1.0, got) == math.copysign(1.0, want)
 
 
+def test_float_sum_near_overflow() -> None:
+    # n · max|x| overflows: not the dyadic shortcut (it summed 1 + 1e308 − 1e308 + 1 to 1.0)
+    import numpy as np
+
+    from scoring._harbor import float_sum
+
+    for values in ([1.0, 1e308, -1e308, 1.0], [0.5, 1e308, -1e308, 0.25]):
+        assert float_sum(np.array(values)) == sum(values)
+
+
 def _decimal_or_dyadic(scale: int) -> st.SearchStrategy[float]:
     """Rewards as graders write them: k / 10**d or k / 2**d, possibly scaled and negative."""
     return st.builds(
