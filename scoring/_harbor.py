@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from scoring._pass_at_k import pair_index
 from scoring.table import Flag, Kind, RewardTable
 
 __all__ = [
@@ -459,16 +460,7 @@ def _pass_values(n: np.ndarray, c: np.ndarray) -> dict[int, float]:
     ks = _eligible_ks(int(n.min()))
     if not ks:
         return {}
-    base = int(n.max()) + 1
-    code = n * base + c
-    if base * base <= 4 * n.size + 65536:
-        occupied = np.bincount(code, minlength=base * base) > 0
-        pairs = np.flatnonzero(occupied)
-        inverse = (np.cumsum(occupied) - 1)[code]
-    else:
-        pairs, inverse = np.unique(code, return_inverse=True)
-        inverse = inverse.reshape(-1)
-    un, uc = np.divmod(pairs, base)
+    un, uc, inverse = pair_index(n, c)
     result = {}
     for k in ks:
         product = np.ones(un.size)

@@ -59,7 +59,7 @@ class PassAtK:
         }
 
 
-def _pair_index(n: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def pair_index(n: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Distinct ``(n, a)`` pairs (by decreasing ``n``) and every task's pair index."""
     base = int(max(int(n.max()), int(a.max()))) + 1
     code = (int(n.max()) - n) * base + a  # decreasing n first
@@ -95,7 +95,7 @@ def per_task_products(n: np.ndarray, a: np.ndarray, ks: list[int]) -> dict[int, 
         order = np.argsort(-n, kind="stable")
         descending, a_sorted = n[order], a[order]
     # max(a − j, 0) is the same for every a <= 0: clipping keeps the pairs few and the bits
-    pair_n, pair_a, inverse = _pair_index(descending, np.maximum(a_sorted, 0))
+    pair_n, pair_a, inverse = pair_index(descending, np.maximum(a_sorted, 0))
     ns, As = pair_n.astype(np.float64), pair_a.astype(np.float64)
     # number of tasks (pairs) with n > j, for j = 0 .. max k − 1
     top = wanted[-1]
