@@ -82,7 +82,8 @@ def run(argv: list[str] | None = None) -> int:
         lines = error.format_message().strip().splitlines()
         if not lines:
             return error.exit_code
-        return _failed(args, UsageError(None, lines[0]), error.exit_code)
+        message = " ".join(line.strip() for line in lines if line.strip())
+        return _failed(args, UsageError(None, message), error.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         return fail("interrupted", 130).exit_code
     except CasstoreError as error:

@@ -8,8 +8,9 @@ missing store: only ``publish`` creates one. Progress bars are drawn only on a t
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import orjson
 import typer
@@ -85,23 +86,29 @@ def publish(
         out_console.print(f"taskset {made.id}#{made.revision}  {count}")
 
 
+class Listing(StrEnum):
+    """What ``casstore ls`` lists."""
+
+    tasks = "tasks"
+    tasksets = "tasksets"
+    jobs = "jobs"
+
+
 def ls(
     ctx: typer.Context,
-    what: Annotated[
-        Literal["tasks", "tasksets", "jobs"], typer.Argument(help="tasks, tasksets or jobs")
-    ],
+    what: Annotated[Listing, typer.Argument(help="What to list: tasks, tasksets or jobs.")],
     workspace: Annotated[
         str | None, typer.Option("--workspace", "-w", help="Only this workspace.")
     ] = None,
     json: JsonOption = False,
 ) -> None:
     """List tasks or tasksets with their latest revision, or imported Harbor jobs."""
-    if what == "jobs":
+    if what is Listing.jobs:
         from cli.jobs import ls_jobs
 
         return ls_jobs(ctx.obj, json)
     with _store(ctx) as store:
-        if what == "tasks":
+        if what is Listing.tasks:
             rows = [
                 {
                     "ref": f"{record.workspace}/{record.name}",
@@ -263,6 +270,9 @@ def gc(
         out_console.print(f"{verb} {ref}")
     removed = _count(len(report.removed), "archive")
     out_console.print(f"{verb} {removed}, {_count(report.freed_bytes, 'byte')}")
+    if report.kept_young:
+        young = _count(len(report.kept_young), "unreferenced archive")
+        out_console.print(f"kept {young} younger than {min_age:g} s (--min-age 0 to include)")
 
 
 def register(app: typer.Typer) -> None:

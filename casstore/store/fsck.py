@@ -41,12 +41,14 @@ class FsckReport(BaseModel):
 
 class GcReport(BaseModel):
     """``removed`` archive references (or those that would be, with ``dry_run``), removed
-    ``temporaries`` and ``freed_bytes``."""
+    ``temporaries``, ``freed_bytes``, and ``kept_young``: unreferenced archives spared because
+    they are younger than the minimum age."""
 
     dry_run: bool
     removed: list[str]
     temporaries: list[str]
     freed_bytes: int
+    kept_young: list[str] = []
 
 
 def _snapshot(txn: Txn) -> dict[str, dict[str, Any]]:
@@ -131,10 +133,13 @@ def gc(store: Store, dry_run: bool, min_age: float) -> GcReport:
         referenced = {
             TaskRevision.model_validate(raw).archive_ref for _, raw in txn.items("revisions")
         }
-        removed, freed = [], 0
+        removed, young, freed = [], [], 0
         for ref, path in store.filesets.archives():
             info = path.lstat()
-            if ref in referenced or info.st_mtime > cutoff:
+            if ref in referenced:
+                continue
+            if info.st_mtime > cutoff:
+                young.append(ref)
                 continue
             removed.append(ref)
             freed += info.st_size
@@ -150,6 +155,7 @@ def gc(store: Store, dry_run: bool, min_age: float) -> GcReport:
             removed=removed,
             temporaries=[str(p) for p in temporaries],
             freed_bytes=freed,
+            kept_young=young,
         )
 
     return store.index.write(body)
