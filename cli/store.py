@@ -83,7 +83,8 @@ def publish(
         out_console.print(f"{state:6} {r.workspace}/{r.name}#{r.revision}  {r.address}")
     if made is not None:
         count = _count(len(made.tasks), "task")
-        out_console.print(f"taskset {made.id}#{made.revision}  {count}")
+        state = "reused" if made.reused else "new revision, pinning exactly these"
+        out_console.print(f"taskset {made.id}#{made.revision}  {count} ({state})")
 
 
 class Listing(StrEnum):

@@ -130,3 +130,9 @@ def test_empty_store_option_is_bad_usage_and_creates_nothing(task, tmp_path, cap
     assert code == 2
     assert err == "casstore: --store (or CASSTORE_HOME) must name a directory, not ''\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_missing_choice_argument_lists_the_choices_on_one_line(capsys):
+    code, _, err = call(capsys, "ls")
+    assert code == 2
+    assert err == "casstore: Missing argument 'what'. Choose from: tasks, tasksets, jobs\n"

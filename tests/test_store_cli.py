@@ -233,7 +233,9 @@ def test_show_and_counts_are_readable(tmp_path: Path, capsys) -> None:
     write_task(source, "a", metadata='reward_keys = ["speed"]')
     store = tmp_path / "store"
     code, text = call(capsys, store, "publish", str(source), "--taskset", "one")
-    assert code == 0 and text.splitlines()[-1].endswith("  1 task")
+    assert code == 0 and text.splitlines()[-1].endswith(
+        "  1 task (new revision, pinning exactly these)"
+    )
     _, items = call(capsys, store, "ls", "tasks", "--json")
     code, text = call(capsys, store, "show", "one")
     lines = text.splitlines()
