@@ -11,7 +11,7 @@ from casstore.errors import CheckError
 from casstore.pack import pack_tree
 from casstore.read import extract_archive, verify_archive
 from cli.options import CompressionOption, JsonOption, LimitOption, limits_from
-from cli.output import emit_json, out_console
+from cli.output import emit_json, fail, out_console
 
 __all__ = ["register"]
 
@@ -61,7 +61,7 @@ def verify(
                 "error": error.to_json(),
             }
         )
-        raise typer.Exit(1) from None
+        raise fail(str(error)) from None
     if json:
         emit_json(result.to_json())
         return

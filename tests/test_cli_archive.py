@@ -46,8 +46,9 @@ def test_verify_json_ok_and_failure(task, tmp_path, capsys):
     report = json.loads(out)
     assert code == 0 and report["ok"] is True and report["error"] is None
     assert report["entries"] == 5
-    code, out, _ = call(capsys, "verify", str(archive), "--expect", ZERO, "--json")
+    code, out, err = call(capsys, "verify", str(archive), "--expect", ZERO, "--json")
     report = json.loads(out)
+    assert err == f"casstore: {report['error']['message']}\n"
     assert code == 1 and report["ok"] is False
     assert report["error"]["kind"] == "digest_mismatch"
     assert report["error"]["path"] == str(archive)
