@@ -36,7 +36,9 @@ class Extractor:
         if os.path.lexists(self.dest):
             raise UsageError(str(dest), "destination already exists")
         if not self.dest.parent.is_dir():
-            raise UsageError(str(dest), "parent of the destination is not a directory")
+            missing = not os.path.lexists(self.dest.parent)
+            rule = "folder does not exist" if missing else "is not a directory"
+            raise UsageError(str(dest), f"the destination's parent {rule}")
         self._temporary = tempfile.mkdtemp(prefix=f".{self.dest.name}.", dir=self.dest.parent)
         self._stack: list[tuple[tuple[str, ...], int]] = []
         self._root = os.open(self._temporary, _DIR_FLAGS)

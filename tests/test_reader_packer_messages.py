@@ -16,7 +16,7 @@ from casstore.errors import (
 )
 from casstore.limits import Limits
 from casstore.pack import pack_tree
-from casstore.read import verify_archive
+from casstore.read import extract_archive, verify_archive
 from tests.helpers import make_task
 
 
@@ -110,3 +110,13 @@ def test_unwritable_output_is_bad_usage_naming_it(task, tmp_path, where, rule):
         pack_tree(task, out)
     assert str(caught.value) == f"{out}: {rule}"
     assert not (task / "self.tgz").exists()
+
+
+def test_extract_into_a_missing_folder_says_so(task, tmp_path):
+    archive = tmp_path / "a.tgz"
+    pack_tree(task, archive)
+    dest = tmp_path / "nope" / "deeper" / "out"
+    with pytest.raises(UsageError) as caught:
+        extract_archive(archive, dest)
+    assert str(caught.value) == f"{dest}: the destination's parent folder does not exist"
+    assert not (tmp_path / "nope").exists()
