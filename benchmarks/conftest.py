@@ -13,7 +13,9 @@ Reporting conventions read by :mod:`benchmarks.report` (``benchmark.extra_info``
   ratio ``baseline median / its median`` (> 1: we are faster) against each baseline;
 * ``bytes``: input bytes processed, for the MB/s column; ``output_bytes``: bytes produced;
 * ``targets``: ``{baseline label: minimum ratio}`` the issue asks for;
-* ``peak_rss_bytes`` / ``peak_rss_limit_bytes``: a measured peak RSS and its bound.
+* ``peak_rss_bytes`` / ``peak_rss_limit_bytes``: a measured peak RSS and its bound;
+* ``other_load``: cores that other processes kept busy during the measurement (a shared
+  machine makes ratios noisy; this shows when).
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ whose ``extra_info["baseline"]`` is true are the in-run baselines; every other r
 ``baseline median / its median`` against each of them (> 1: we are faster). Other keys read from
 ``extra_info`` (all optional): ``label`` (row name; default the test name), ``bytes`` (input
 bytes: the MB/s column, 10^6 bytes per second), ``output_bytes``, ``targets`` (``{baseline
-label: minimum ratio}``), ``peak_rss_bytes`` and ``peak_rss_limit_bytes``, ``note``, and any
+label: minimum ratio}``), ``peak_rss_bytes`` and ``peak_rss_limit_bytes``, ``other_load``
+(cores other processes used meanwhile: the machine may be shared), ``note``, and any
 ``*_per_second`` rate (shown in the notes column). A later suite (import,
 rescore, ...) plugs in by adding ``benchmarks/test_bench_*.py`` with these conventions.
 """
@@ -184,6 +185,8 @@ def _notes(row: Row) -> str:
     for key, value in row.info.items():
         if key.endswith("_per_second") and isinstance(value, int | float):
             notes.append(f"{value:,.1f} {key.removesuffix('_per_second').replace('_', ' ')}/s")
+    if row.info.get("other_load") is not None:
+        notes.append(f"other processes: {row.info['other_load']:.2f} cores")
     if row.info.get("note"):
         notes.append(str(row.info["note"]))
     return "; ".join(notes)
@@ -248,8 +251,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         json_path = args.json or Path(tempfile.mkstemp(prefix="bench-", suffix=".json")[1])
         code = run_benchmarks(json_path.resolve(), pytest_args)
+        if pytest_args:
+            note = f"Selection: `pytest benchmarks {' '.join(pytest_args)}`."
         if code != 0:
-            note = f"**pytest exited with status {code}: some benchmarks failed or are missing.**"
+            note += (
+                f"\n\n**pytest exited with status {code}: some benchmarks failed or are missing.**"
+            )
     try:
         data = json.loads(json_path.read_text())
     except (OSError, ValueError) as error:
