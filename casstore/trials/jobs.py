@@ -854,6 +854,7 @@ def _read_all(
     return [part for part in parts if part is not None]
 
 
+@paused_gc()
 def read_job(
     path: Path | str,
     reward_key: str = "reward",
@@ -880,30 +881,6 @@ def read_job(
     ``duplicate_trial_name``. Raises :class:`UsageError` when ``path`` is not a directory and
     :class:`CheckError` when no trial can be read and there is no job result.json either.
     """
-    with paused_gc():
-        return _read_job(
-            path,
-            reward_key,
-            name=name,
-            skip=skip,
-            dictionary=dictionary,
-            progress=progress,
-            workers=workers,
-            check_harbor=check_harbor,
-        )
-
-
-def _read_job(
-    path: Path | str,
-    reward_key: str = "reward",
-    *,
-    name: str | None = None,
-    skip: Iterable[str] = (),
-    dictionary: bytes | None = None,
-    progress: Callable[[str], None] | None = None,
-    workers: int | None = None,
-    check_harbor: bool = True,
-) -> ImportedJob:
     path = Path(path)
     if not path.is_dir():
         raise UsageError(str(path), "not a directory (expected a Harbor job directory)")
