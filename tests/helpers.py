@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+
+import pytest
+
+from cli.main import run
 
 TASK_TOML = "[verifier]\ntimeout_sec = 10.0\n"
 
@@ -35,3 +40,16 @@ def snapshot(root: Path) -> dict[str, tuple]:
             else:
                 result[relative] = ("file", mode, path.read_bytes())
     return result
+
+
+def store_cli(
+    capsys: pytest.CaptureFixture[str], store: Path | str, *argv: str
+) -> tuple[int, object, str]:
+    """Run the CLI with ``--store store``: (exit status, parsed JSON or stdout text, stderr)."""
+    capsys.readouterr()
+    code = run(["--store", str(store), *argv])
+    captured = capsys.readouterr()
+    try:
+        return code, json.loads(captured.out), captured.err
+    except ValueError:
+        return code, captured.out, captured.err

@@ -15,22 +15,14 @@ from casstore.errors import RewardKeyError
 from casstore.store import Store
 from casstore.trials import read_job, read_trials_jsonl, table_from_records, write_trials_jsonl
 from casstore.trials.records import REWARD_KEY_METADATA
-from cli.main import run
 from scoring.table import Flag, Kind
+from tests.helpers import store_cli
 from tests.trials_builder import make_job, trial_json, trial_result, write_trial
 
 TB2 = Path("jobs/tb2-haiku/jobs/2026-05-10__01-23-57")
 
 
-def call(capsys: pytest.CaptureFixture[str], store: Path, *argv: str) -> tuple[int, object, str]:
-    """Run the CLI with ``--store store``: (exit status, JSON or stdout text, stderr)."""
-    capsys.readouterr()
-    code = run(["--store", str(store), *argv])
-    captured = capsys.readouterr()
-    try:
-        return code, json.loads(captured.out), captured.err
-    except ValueError:
-        return code, captured.out, captured.err
+call = store_cli
 
 
 # real data ------------------------------------------------------------------------------------

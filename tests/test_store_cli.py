@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 
 from casstore.discovery import discover
 from cli.main import run
+from tests.helpers import store_cli
 from tests.test_discovery import FIXTURES, write_task
 
 
@@ -19,17 +19,7 @@ def call(capsys: pytest.CaptureFixture[str], store: Path, *argv: str) -> tuple[i
     return code, out
 
 
-def call_err(
-    capsys: pytest.CaptureFixture[str], store: Path | str, *argv: str
-) -> tuple[int, object, str]:
-    """Like :func:`call`, plus the exact stderr text."""
-    capsys.readouterr()
-    code = run(["--store", str(store), *argv])
-    captured = capsys.readouterr()
-    try:
-        return code, json.loads(captured.out), captured.err
-    except ValueError:
-        return code, captured.out, captured.err
+call_err = store_cli
 
 
 def test_publish_json_reuse_and_taskset(tmp_path: Path, capsys) -> None:
