@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -136,6 +137,9 @@ def _vector_sum(values: np.ndarray) -> float | None:
     low, high = float(values.min()), float(values.max())
     if not (np.isfinite(low) and np.isfinite(high)) or low == high == 0.0:
         return None  # NaN/∞ elements, or the signed-zero question of an all-zero sum
+    exact = exact_bin_sums(values, None, 1, low, high)
+    if exact is not None and exact.totals[0]:
+        return exact.rounded(exact.totals[0])
     n = float(values.size)
     if _dyadic(values, n * max(-low, high)):
         total = float(values.sum())
@@ -175,22 +179,79 @@ def float_sum(values: np.ndarray) -> float:
     return sum(values.tolist()) if result is None else result
 
 
-def _integral(values: np.ndarray) -> bool:
-    """True when every partial sum of ``values`` is an exactly representable integer."""
-    if not values.size:
-        return True
-    low, high = float(values.min()), float(values.max())
-    if not (np.isfinite(low) and np.isfinite(high)):
-        return False
-    if max(abs(low), abs(high)) * values.size >= 2.0**52:
+def _integral(values: np.ndarray, low: float, high: float) -> bool:
+    """True when every value is an integer (no ``-0.0``) and every partial sum is exact."""
+    if max(-low, high) * values.size >= 2.0**52:
         return False
     if low <= 0.0 and np.any(np.signbit(values) & (values == 0)):
         return False
-    if low >= 0.0 and high <= 1.0:  # the usual 0/1 rewards: one comparison pass
-        return bool(np.all((values == 0.0) | (values == 1.0))) or bool(
-            np.all(values == np.rint(values))
-        )
-    return bool(np.all(values == np.rint(values)))
+    if low >= 0.0 and high <= 1.0:  # the usual 0/1 rewards: zeros and ones only
+        return np.count_nonzero(values) == np.count_nonzero(values == 1.0)
+    head = values[:4096]
+    if not np.array_equal(head, np.rint(head)):  # most other data fails here
+        return False
+    return bool(np.array_equal(values, np.rint(values)))
+
+
+@dataclass(frozen=True, slots=True)
+class ExactSums:
+    """Exact sums of float64 values per bin: bin ``b`` sums to ``totals[b] · 2**exponent``."""
+
+    exponent: int
+    totals: list[int]
+
+    def rounded(self, total: int) -> float | None:
+        """``total · 2**exponent`` correctly rounded to a float (CPython's int division and
+        int → float conversion round correctly); None when that would overflow."""
+        if abs(total).bit_length() + self.exponent > 1023:
+            return None
+        if self.exponent >= 0:
+            return float(total << self.exponent)
+        return total / (1 << -self.exponent)
+
+
+def exact_bin_sums(
+    values: np.ndarray, bins: np.ndarray | None, nbins: int, low: float, high: float
+) -> ExactSums | None:
+    """The exact sum of the finite ``values`` (float64[n], between ``low`` and ``high``) in
+    each of ``nbins`` bins (``bins`` int[n]; None: one bin), when CPython's ``sum`` over any
+    subset of them is that exact sum correctly rounded; None otherwise (or when ``values`` are
+    all zero).
+
+    Why: every value is a multiple of ``2**q``, the ulp of the smallest non-zero ``|x|``. When
+    ``n · F < 2**(q + 106)`` (``F`` the largest running sum, at most ``n · max|x|``; checked
+    with a factor 2 of margin), CPython's compensation term is the exact sum of the rounding
+    errors (see :func:`_vector_sum`), so the result ``f ⊕ c`` is ``fl(f + c) = fl(S)``: the
+    exact sum, rounded once. The exact sums come from the integers ``x / 2**q`` (int64: below
+    ``2**63`` in magnitude) split into limbs small enough that ``np.bincount``'s float64
+    accumulation of ``n`` of them is exact (every partial sum an integer below ``2**52``).
+    """
+    n, magnitude = values.size, max(-low, high)
+    if not n or magnitude == 0.0:
+        return None
+    with np.errstate(over="ignore"):
+        spacing = _finest_spacing(values, low)
+    if not 0.0 < spacing < math.inf:
+        return None
+    q = math.frexp(spacing)[1] - 1
+    bits = math.frexp(magnitude)[1] - q  # |x| / 2**q < 2**bits
+    if bits > 63 or 2 * n.bit_length() + math.frexp(magnitude)[1] + 1 >= q + 106:
+        return None
+    limb = 52 - n.bit_length()  # n numbers below 2**limb: every partial sum below 2**52
+    integers = np.ldexp(values, -q).astype(np.int64)
+    totals, shift = [0] * nbins, 0
+    while True:
+        last = bits - shift <= limb  # the signed remainder is below 2**limb in magnitude
+        part = integers if last else integers & ((1 << limb) - 1)
+        if bins is None:
+            sums = [int(part.sum())]
+        else:
+            sums = np.bincount(bins, weights=part, minlength=nbins).tolist()
+        totals = [total + (int(value) << shift) for total, value in zip(totals, sums, strict=True)]
+        if last:
+            return ExactSums(q, totals)
+        integers = integers >> limb
+        shift += limb
 
 
 @dataclass(eq=False)
@@ -216,7 +277,7 @@ class HarborRewards:
     task_sorted: bool = False
     _present: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _values: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
-    _integral: dict[int, bool] = field(default_factory=dict, repr=False)
+    _exact: dict[int, ExactSums | None] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_table(cls, table: RewardTable) -> HarborRewards:
@@ -284,10 +345,51 @@ class HarborRewards:
             self._values[output] = np.where(self.present_of(output), self.raw[output], 0.0)
         return self._values[output]
 
-    def integral(self, output: int) -> bool:
-        if output not in self._integral:
-            self._integral[output] = _integral(self.values_of(output))
-        return self._integral[output]
+    @cached_property
+    def bins(self) -> np.ndarray:
+        """int[n] evals key of every row; ``len(evals_keys)`` for rows Harbor does not hold."""
+        keys = len(self.evals_keys)
+        return np.where(self.valid, 0 if keys == 1 else self.group, keys)
+
+    @cached_property
+    def sizes(self) -> np.ndarray:
+        """int[G] rows held per evals key."""
+        keys = len(self.evals_keys)
+        return np.bincount(self.bins, minlength=keys + 1)[:keys]
+
+    @cached_property
+    def carried(self) -> np.ndarray:
+        """bool[O, G] whether some held reward mapping of the evals key carries the output."""
+        keys = len(self.evals_keys)
+        if keys == 1:
+            return np.array([[self.present_of(o).any()] for o in range(len(self.names))], bool)
+        return np.stack(
+            [
+                np.bincount(self.bins, weights=self.present_of(o), minlength=keys + 1)[:keys] > 0
+                for o in range(len(self.names))
+            ]
+        )
+
+    def exact_sums(self, output: int) -> ExactSums | None:
+        """Exact sums of one output's values per evals key (bin ``len(evals_keys)``: rows not
+        held), when CPython's ``sum`` gives them correctly rounded (:func:`exact_bin_sums`);
+        None otherwise (non-finite or all-zero values, too wide a range)."""
+        if output not in self._exact:
+            self._exact[output] = self._exact_sums(output)
+        return self._exact[output]
+
+    def _exact_sums(self, output: int) -> ExactSums | None:
+        values = self.values_of(output)
+        if not values.size:
+            return None
+        low, high = float(values.min()), float(values.max())
+        if not (math.isfinite(low) and math.isfinite(high)):
+            return None
+        nbins = len(self.evals_keys) + 1
+        if _integral(values, low, high):  # every partial sum exact: one bincount
+            totals = np.bincount(self.bins, weights=values, minlength=nbins).tolist()
+            return ExactSums(0, [int(total) for total in totals])
+        return exact_bin_sums(values, self.bins, nbins, low, high)
 
     def _narrow(self, valid: np.ndarray, group: np.ndarray, keys: list[str]) -> HarborRewards:
         return HarborRewards(
@@ -351,49 +453,26 @@ class HarborRewards:
         return out
 
 
-def _held_group(rewards: HarborRewards, groups: int) -> np.ndarray:
-    """Evals key of every row, ``groups`` (an extra bin) for rows Harbor does not hold."""
-    if groups == 1:
-        return np.where(rewards.valid, 0, 1)
-    return np.where(rewards.valid, rewards.group, groups)
-
-
 def harbor_metrics_by_group(
     name: str, rewards: HarborRewards, merged: bool = False
 ) -> list[dict[str, Any]]:
     """Harbor's metric ``name`` for every evals key of ``rewards`` (``evals_keys`` order);
     ``merged``: one result over all of them taken as one dataset.
 
-    Mean and Sum are exact vectorised sums (see the module docstring); Min/Max (whose result
-    type matters) go through the Python builtin on the very list Harbor builds.
+    Mean and Sum are exact sums rounded once (:meth:`HarborRewards.exact_sums`) or, where that
+    form does not apply, vectorised compensated sums (see the module docstring); Min/Max (whose
+    result type matters) go through the Python builtin on the very list Harbor builds.
     """
     aggregate = BUILTIN_METRICS[name]
-    groups = 1 if merged else len(rewards.evals_keys)
-    if not groups:
+    keys = len(rewards.evals_keys)
+    if not keys:
         return []
-    held = _held_group(rewards, groups) if groups > 1 or not rewards.valid.all() else None
-    if held is None:
-        sizes = np.array([rewards.valid.size])
-    else:
-        sizes = np.bincount(held, minlength=groups + 1)[:groups]
-    n_out = len(rewards.names)
-    if groups == 1:
-        carried = np.array([[rewards.present_of(o).any()] for o in range(n_out)], bool)
-    else:
-        carried = np.stack(
-            [
-                np.bincount(rewards.group, weights=rewards.present_of(o), minlength=groups) > 0
-                for o in range(n_out)
-            ]
-        ).reshape(n_out, groups)
-    fast = name in ("mean", "sum")
-    masks: dict[int, np.ndarray] = {}
-    totals: dict[int, np.ndarray] = {}
+    sizes, carried = rewards.sizes, rewards.carried
+    if merged:
+        sizes, carried = sizes.sum(keepdims=True), carried.any(axis=1, keepdims=True)
 
     def member(g: int) -> np.ndarray:
-        if g not in masks:
-            masks[g] = rewards.valid if groups == 1 else held == g
-        return masks[g]
+        return rewards.valid if merged or keys == 1 else rewards.bins == g
 
     def exact_list(g: int, o: int) -> list[Any]:
         mask = member(g)
@@ -403,34 +482,27 @@ def harbor_metrics_by_group(
         return values
 
     def total(g: int, o: int) -> float:
-        if rewards.integral(o):
-            if o not in totals:
-                if held is None:
-                    totals[o] = np.array([rewards.values_of(o).sum()])
-                else:
-                    weights = rewards.values_of(o)
-                    totals[o] = np.bincount(held, weights=weights, minlength=groups + 1)
-            return float(totals[o][g])
-        data = rewards.values_of(o)
-        if groups > 1:
-            data = data[member(g)]  # the zeros of other rows would be no-ops anyway
-        result = _vector_sum(data)
+        exact = rewards.exact_sums(o)
+        if exact is not None:
+            value = exact.rounded(sum(exact.totals[:keys]) if merged else exact.totals[g])
+            if value is not None:
+                return value
+        result = _vector_sum(rewards.values_of(o)[member(g)])
         return sum(exact_list(g, o)) if result is None else result
 
     out = []
-    for g in range(groups):
+    for g in range(sizes.size):
         used = np.flatnonzero(carried[:, g]).tolist()
         result: dict[str, Any] = {}
-        single = len(used) <= 1
         columns = (
             [(name, used[0] if used else None)]
-            if single
+            if len(used) <= 1
             else sorted((rewards.names[o], o) for o in used)
         )
         for label, o in columns:
             if o is None:
                 result[label] = aggregate([0] * int(sizes[g]))
-            elif fast:
+            elif name in ("mean", "sum"):
                 value = total(g, o)
                 result[label] = value / int(sizes[g]) if name == "mean" else value
             else:
@@ -498,7 +570,7 @@ def harbor_pass_at_k(rewards: HarborRewards) -> dict[str, dict[int, float]]:
     bad, single = _bad_groups(rewards, groups)
     if bad.all():
         return {}
-    held = _held_group(rewards, groups)
+    held = rewards.bins
     out = {}
     if rewards.task_sorted:
         # tasks appear in increasing order within every group: first-seen order = task order

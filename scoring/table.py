@@ -32,6 +32,7 @@ import struct
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
 from typing import Any
@@ -159,16 +160,15 @@ def _stored_members(data: bytes) -> dict[str, tuple[memoryview, int]] | None:
     return members
 
 
-def _member_array(body: memoryview, crc: int, name: str, check: bool) -> tuple[np.ndarray, Any]:
-    """The array stored in one ``.npy`` member, as a read-only view of ``body``; the CRC is
-    checked now (``check``) or by the returned callable."""
+def _member_array(body: memoryview, crc: int, name: str) -> tuple[np.ndarray, Callable[[], None]]:
+    """The array stored in one ``.npy`` member, as a read-only view of ``body``, and the
+    callable that checks the member's CRC (raises ``ValueError``); the caller runs it before
+    any value is used."""
 
     def verify() -> None:
         if zlib.crc32(body) != crc:
             raise ValueError(f"column {name}: CRC-32 mismatch (corrupt reward table)")
 
-    if check:
-        verify()
     stream = io.BytesIO(body[: 65536 + 64])
     version = npy_format.read_magic(stream)
     if version == (1, 0):
@@ -189,7 +189,40 @@ def _member_array(body: memoryview, crc: int, name: str, check: bool) -> tuple[n
     array = array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
     if dtype.kind != "U" and not array.flags.aligned:
         array = array.copy()  # NumPy computes on unaligned data much more slowly
-    return array, (None if check else verify)
+    return array, verify
+
+
+_ALIGN = 64
+_PADDING_ID = 0xD935  # the extra-field id zipalign uses for alignment padding
+_FIXED_TIME = (1980, 1, 1, 0, 0, 0)
+
+
+def _write_npz(arrays: dict[str, np.ndarray]) -> bytes:
+    """An uncompressed ``.npz`` of ``arrays`` that :func:`numpy.load` reads, with each member's
+    ``.npy`` data starting at a multiple of 64 bytes: the local header carries a padding extra
+    field and NumPy pads the ``.npy`` header to 64 bytes. Timestamps are fixed."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        for name, array in arrays.items():
+            member = io.BytesIO()
+            npy_format.write_array(member, np.asanyarray(array), allow_pickle=False)
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=_FIXED_TIME)
+            start = buffer.tell() + 30 + len(info.filename.encode()) + 4
+            padding = -start % _ALIGN
+            info.extra = struct.pack("<HH", _PADDING_ID, padding) + bytes(padding)
+            archive.writestr(info, member.getbuffer())
+    return buffer.getvalue()
+
+
+def _check_all(checks: list[Callable[[], None]]) -> None:
+    """Run the CRC checks, two threads at a time (``zlib.crc32`` releases the GIL)."""
+    if len(checks) < 2:
+        for check in checks:
+            check()
+        return
+    with ThreadPoolExecutor(2, thread_name_prefix="casstore-crc") as pool:
+        for future in [pool.submit(check) for check in checks]:
+            future.result()
 
 
 _STRING_COLUMNS = (
@@ -239,14 +272,14 @@ class RewardTable:
         return int(self.task.shape[0])
 
     def to_bytes(self) -> bytes:
-        """Serialize as an uncompressed ``.npz`` (no pickles)."""
+        """Serialize as an uncompressed ``.npz`` (no pickles) whose columns start 64-byte
+        aligned (:func:`_write_npz`), so :meth:`from_bytes` maps them without copying; the same
+        table always gives the same bytes."""
         arrays = {name: getattr(self, name) for name in _ARRAY_COLUMNS + _INDEX_COLUMNS}
         for name in _STRING_COLUMNS:
             arrays[name] = as_str_array(getattr(self, name))
         arrays["reward_key"] = np.array(self.reward_key, dtype=np.str_)
-        buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
-        return buffer.getvalue()
+        return _write_npz(arrays)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> RewardTable:
@@ -266,15 +299,22 @@ class RewardTable:
             reward_key = str(columns.pop("reward_key"))
             return cls(reward_key=reward_key, **strings, **columns)
         columns: dict[str, Any] = {}
+        eager: list[Callable[[], None]] = []
         for name, (body, crc) in members.items():
             lazy = name in ("tasks", "trials")
-            array, verify = _member_array(body, crc, name, check=not lazy)
+            array, verify = _member_array(body, crc, name)
+            if not lazy:
+                eager.append(verify)
             if name in _STRING_COLUMNS:
                 if array.dtype.kind != "U" or array.ndim != 1:
                     raise ValueError(f"column {name} is not a list of strings")
-                columns[name] = Strings(array, verify) if lazy else array.tolist()
+                columns[name] = Strings(array, verify) if lazy else array
             else:
                 columns[name] = array
+        _check_all(eager)
+        for name in _STRING_COLUMNS:
+            if not isinstance(columns[name], Strings):
+                columns[name] = columns[name].tolist()
         reward_key = str(columns.pop("reward_key"))
         return cls(reward_key=reward_key, **columns)
 

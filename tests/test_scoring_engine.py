@@ -399,6 +399,53 @@ def test_stored_table_columns_are_checked_and_names_lazy() -> None:
                 list(lazy.trials)
 
 
+def test_stored_table_columns_are_aligned_views_and_bytes_deterministic() -> None:
+    import io
+
+    from scoring.table import RewardTable, _stored_members
+
+    table = make_table([{"task": f"t{i % 3}", "rewards": {"reward": i % 2}} for i in range(9)])
+    data = table.to_bytes()
+    assert (
+        data
+        == make_table(
+            [{"task": f"t{i % 3}", "rewards": {"reward": i % 2}} for i in range(9)]
+        ).to_bytes()
+    )
+    members = _stored_members(data)
+    assert members is not None and len(members) == 22
+    for name, (body, _) in members.items():
+        start = data.index(body.tobytes())
+        header = 10 + int.from_bytes(data[start + 8 : start + 10], "little")  # .npy 1.0
+        assert (start + header) % 64 == 0, name
+    loaded = RewardTable.from_bytes(data)
+    for name in ("task", "primary", "values", "flags"):
+        column = getattr(loaded, name)
+        assert column.flags.aligned and not column.flags.owndata, name  # a view of data
+    with np.load(io.BytesIO(data), allow_pickle=False) as archive:  # still a plain .npz
+        np.testing.assert_array_equal(archive["primary"], table.primary)
+
+
+def test_tables_written_by_numpy_savez_still_load() -> None:
+    # stores written before aligned members: plain np.savez bytes, unaligned columns copied
+    import io
+
+    from scoring.table import RewardTable, as_str_array
+
+    table = make_table(
+        [{"task": f"t{i % 2}", "rewards": {"reward": 0.5 * (i % 3)}} for i in range(7)]
+    )
+    buffer = io.BytesIO()
+    arrays = {
+        name: as_str_array(value) for name, value in vars(table).items() if isinstance(value, list)
+    }
+    arrays |= {name: value for name, value in vars(table).items() if isinstance(value, np.ndarray)}
+    np.savez(buffer, reward_key=np.array(table.reward_key), **arrays)
+    legacy = RewardTable.from_bytes(buffer.getvalue())
+    assert_same_report(score(legacy), score(table))
+    assert legacy.to_bytes() == table.to_bytes()
+
+
 @pytest.mark.parametrize("shuffled", [False, True])
 @pytest.mark.parametrize("threshold", [1.0, 0.5, 0.0])
 def test_packed_cell_counts_equal_row_by_row_counts(shuffled: bool, threshold: float) -> None:

@@ -230,6 +230,72 @@ def test_float_sum_exact_shortcuts_are_cpython_sum(values, tail) -> None:
     assert got == want and math.copysign(1.0, got) == math.copysign(1.0, want)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.one_of(_decimal_or_dyadic(1), _decimal_or_dyadic(1000), st.just(0.0)),
+            st.integers(0, 2),
+        ),
+        max_size=120,
+    ),
+    tail=st.sampled_from([[], [(1e-300, 0)], [(2.0**-60, 1)], [(0.1, 2), (1e6, 0)]]),
+)
+def test_exact_bin_sums_round_to_cpython_sum_per_bin(rows, tail) -> None:
+    # per evals key in one pass: each bin's exact total, rounded once, is CPython's sum of the
+    # bin's values in order (and so is the total of all bins), whenever the form applies
+    import numpy as np
+
+    from scoring._harbor import exact_bin_sums
+
+    rows = rows + tail
+    values = np.array([value for value, _ in rows], dtype=np.float64)
+    bins = np.array([b for _, b in rows], dtype=np.int64)
+    low, high = (float(values.min()), float(values.max())) if rows else (0.0, 0.0)
+    exact = exact_bin_sums(values, bins, 3, low, high)
+    if exact is None:  # not provable here (zero, or too wide a range): callers fall back
+        return
+    for b in range(3):
+        want = sum(value for value, g in rows if g == b)
+        assert exact.rounded(exact.totals[b]) == want
+    assert exact.rounded(sum(exact.totals)) == sum(values.tolist())
+
+
+@pytest.mark.parametrize("kind", ["decimal", "integer", "negative"])
+def test_exact_bin_sums_on_long_columns(kind: str) -> None:
+    import numpy as np
+
+    from scoring._harbor import exact_bin_sums
+
+    rng = np.random.default_rng(len(kind))
+    n = 300_000
+    if kind == "decimal":  # 3-decimal rewards in [0, 1]: q = -62, two limbs
+        values = np.round(rng.random(n), 3)
+    elif kind == "integer":
+        values = rng.integers(0, 1000, n).astype(np.float64)
+    else:
+        values = np.round(rng.random(n), 2) * np.where(rng.random(n) < 0.3, -1, 1)
+    values[rng.random(n) < 0.2] = 0.0
+    bins = rng.integers(0, 4, n)
+    exact = exact_bin_sums(values, bins, 4, float(values.min()), float(values.max()))
+    assert exact is not None and len(exact.totals) == 4
+    for b in range(4):
+        assert exact.rounded(exact.totals[b]) == sum(values[bins == b].tolist())
+
+
+def test_exact_bin_sums_refuses_what_it_cannot_prove() -> None:
+    import numpy as np
+
+    from scoring._harbor import exact_bin_sums
+
+    wide = np.array([1e-30, 1e30, 0.5])  # range beyond 62 bits: CPython's rounding matters
+    assert exact_bin_sums(wide, np.zeros(3, np.int64), 1, 0.0, 1e30) is None
+    zeros = np.zeros(4)
+    assert exact_bin_sums(zeros, np.zeros(4, np.int64), 1, 0.0, 0.0) is None
+    huge = np.array([1.7976931348623157e308, 1.0])
+    assert exact_bin_sums(huge, np.zeros(2, np.int64), 1, 1.0, huge[0]) is None
+
+
 @pytest.mark.parametrize("kind", ["decimal", "dyadic", "mixed", "wide"])
 def test_float_sum_long_lists_are_cpython_sum(kind: str) -> None:
     import numpy as np
