@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+from zlib import adler32
 
 __all__ = [
     "BLOCK",
@@ -21,6 +22,7 @@ __all__ = [
     "Member",
     "encode_header",
     "end_of_archive",
+    "header_bytes",
     "header_checksum",
     "pad",
     "sort_key",
@@ -35,6 +37,17 @@ MAGIC = b"ustar\x0000"
 Kind = Literal["dir", "file", "symlink"]
 TYPEFLAG: dict[Kind, bytes] = {"dir": b"5", "file": b"0", "symlink": b"2"}
 _MAX_OCTAL_SIZE = 8**11
+
+# The one-block ustar header, as the concatenation of its variable parts and these constants:
+# name (0-100), then mode, uid, gid, size, mtime (100-148) formatted from ``_FIELDS``, the
+# checksum (148-156), the typeflag (156), linkname (157-257), then ``_TAIL``: magic and version
+# (257-265) and the empty user, group, device and prefix fields up to 512.
+_FIELDS = b"%07o\0" + b"0000000\0" * 2 + b"%011o\0" + b"00000000000\0"
+_TAIL = MAGIC + bytes(BLOCK - 265)
+_NULS = bytes(100)
+# Sum of the bytes that do not vary (the checksum field read as eight spaces, the tail), minus
+# the 1 that an Adler-32 starts its byte sum with (see _ustar_fast).
+_FIXED_SUM = 8 * 32 + sum(_TAIL) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,19 +94,56 @@ def header_checksum(block: bytes | bytearray | memoryview) -> int:
 def encode_header(member: Member) -> bytes:
     """The header bytes of ``member`` (PAX header block(s) first when needed), a multiple of
     512 bytes. Raises ``ValueError`` on a mode outside ``0o7777`` or a negative size."""
-    if not 0 <= member.mode <= 0o7777 or member.size < 0:
-        raise ValueError(f"{member.name}: mode or size out of range")
-    name, linkname = member.header_name, member.linkname
+    return header_bytes(member.name, member.kind, member.mode, member.size, member.linkname)
+
+
+def header_bytes(name: str, kind: Kind, mode: int, size: int = 0, linkname: str = "") -> bytes:
+    """:func:`encode_header` of ``Member(name, kind, mode, size, linkname)``, without building
+    the member (the packager calls it once per entry)."""
+    header_name = f"{name}/" if kind == "dir" else name
+    if (
+        len(header_name) <= 100
+        and len(linkname) <= 100
+        and header_name.isascii()
+        and linkname.isascii()
+        and 0 <= mode <= 0o7777
+        and 0 <= size < _MAX_OCTAL_SIZE
+    ):
+        return _ustar_fast(header_name.encode("ascii"), mode, size, TYPEFLAG[kind], linkname)
+    if not 0 <= mode <= 0o7777 or size < 0:
+        raise ValueError(f"{name}: mode or size out of range")
+    return _encode_general(header_name, kind, mode, size, linkname)
+
+
+def _ustar_fast(name: bytes, mode: int, size: int, typeflag: bytes, linkname: str) -> bytes:
+    """The single ustar block for an ASCII ``name`` and ``linkname`` of at most 100 bytes, an
+    in-range ``mode`` and a ``size`` below 8**11: the same bytes as :func:`_ustar_block`.
+
+    The checksum is the fixed part's sum plus the sum of the variable bytes, taken with
+    ``zlib.adler32``: its low 16 bits are 1 + the byte sum modulo 65,521, and here the sum is
+    exact because it stays below 2 x 100 x 127 + 48 x 55 < 65,520 (ASCII name and linkname of
+    at most 100 bytes, 48 bytes of octal digits and NULs).
+    """
+    link = linkname.encode("ascii")
+    fields = _FIELDS % (mode, size)
+    variable = adler32(link, adler32(fields, adler32(name))) & 0xFFFF
+    checksum = b"%06o\0 " % (variable + _FIXED_SUM + typeflag[0])
+    return b"".join(
+        (name, _NULS[len(name) :], fields, checksum, typeflag, link, _NULS[len(link) :], _TAIL)
+    )
+
+
+def _encode_general(name: str, kind: Kind, mode: int, size: int, linkname: str) -> bytes:
+    """Any header: PAX records for a long or non-ASCII name or link target, or a huge size."""
     records: list[tuple[str, str]] = []
     if _needs_pax(name, 100):
         records.append(("path", name))
     if _needs_pax(linkname, 100):
         records.append(("linkpath", linkname))
-    size = member.size
     if size >= _MAX_OCTAL_SIZE:
         records.append(("size", str(size)))
         size = 0
-    ustar = _ustar_block(name, member.mode, size, TYPEFLAG[member.kind], linkname)
+    ustar = _ustar_block(name, mode, size, TYPEFLAG[kind], linkname)
     return _pax_blocks(records) + ustar if records else ustar
 
 

@@ -8,7 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from casstore.tarformat import RECORD, Member, encode_header, end_of_archive, sort_key
+from casstore.tarformat import (
+    RECORD,
+    Member,
+    _encode_general,
+    encode_header,
+    end_of_archive,
+    header_bytes,
+    sort_key,
+)
 
 _TYPES = {"dir": tarfile.DIRTYPE, "file": tarfile.REGTYPE, "symlink": tarfile.SYMTYPE}
 names = st.text(
@@ -45,6 +53,43 @@ def test_header_equals_tarfile_pax(parts, kind, mode, size, link):
     assert encode_header(member) == reference(member)
 
 
+# Names and link targets of the one-block ustar case (ASCII, at most 100 characters), any
+# ASCII character but "/" and NUL, and lengths around the 100-character bound.
+ascii_names = st.text(
+    alphabet=st.characters(min_codepoint=1, max_codepoint=127, blacklist_characters="/"),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    parts=st.lists(ascii_names, min_size=1, max_size=4),
+    kind=st.sampled_from(["dir", "file", "symlink"]),
+    mode=st.integers(0, 0o7777),
+    size=st.one_of(st.integers(0, 2**34), st.integers(8**11 - 2, 8**11 - 1)),
+    link=st.one_of(ascii_names, st.text(alphabet="\x7f~.", min_size=95, max_size=101)),
+)
+def test_single_block_headers_equal_tarfile_and_the_general_encoding(parts, kind, mode, size, link):
+    name = "/".join(parts)[:101]
+    size, link = (size if kind == "file" else 0), (link if kind == "symlink" else "")
+    member = Member(name, kind, mode, size, link)
+    header = header_bytes(name, kind, mode, size, link)
+    assert header == encode_header(member) == reference(member)
+    stored = member.header_name
+    assert header == _encode_general(stored, kind, mode, size, link)
+
+
+def test_header_checksum_of_the_largest_ascii_header():
+    """The checksum of the one-block case is summed with adler32: the highest byte sum it
+    meets (100-character names and targets of DEL, the largest mode and size) stays exact."""
+    name, link = "\x7f" * 100, "\x7f" * 100
+    member = Member(name, "symlink", 0o7777, 0, link)
+    assert header_bytes(name, "symlink", 0o7777, 0, link) == reference(member)
+    member = Member(name, "file", 0o7777, 8**11 - 1)
+    assert header_bytes(name, "file", 0o7777, 8**11 - 1) == reference(member)
+
+
 def test_pax_only_when_needed():
     assert len(encode_header(Member("t/" + "a" * 98, "file", 0o644, 1))) == 512
     assert len(encode_header(Member("t/" + "a" * 99, "file", 0o644, 1))) == 3 * 512
@@ -56,6 +101,8 @@ def test_mode_and_size_out_of_range_are_refused():
         encode_header(Member("t", "dir", 0o10000))
     with pytest.raises(ValueError):
         encode_header(Member("t/f", "file", 0o644, -1))
+    with pytest.raises(ValueError, match=r"^t/d: mode or size out of range$"):
+        header_bytes("t/d", "dir", -1)
 
 
 def test_depth_first_order_sorts_children_by_name_bytes():
