@@ -19,7 +19,7 @@ from casstore.errors import SourceChangedError, UsageError
 from casstore.limits import Limits
 from casstore.scan import SourceEntry, SourceTree, scan_tree, stat_key
 from casstore.structure import TaskLayout
-from casstore.tarformat import BLOCK, Member, encode_header, end_of_archive, pad
+from casstore.tarformat import BLOCK, end_of_archive, header_bytes, pad
 
 __all__ = ["PackResult", "pack_tree", "write_archive"]
 
@@ -118,9 +118,11 @@ def write_archive(
     """Write the archive of an already scanned ``tree`` to ``out`` (None: digests only)."""
     sink = _Sink(out, limits)
     stream = _TarStream(new_encoder(compression, sink.write), limits)
-    root = os.fspath(tree.root)
     for entry in tree.entries:
-        _write_entry(tree, root, entry, stream)
+        if entry.kind == "file":
+            _write_file(entry, stream)
+        else:
+            _write_other(entry, stream)
     _check_directories_unchanged(tree)
     stream.close()
     return PackResult(
@@ -134,30 +136,26 @@ def write_archive(
     )
 
 
-def _write_entry(tree: SourceTree, root: str, entry: SourceEntry, stream: _TarStream) -> None:
-    name = tree.path_of(entry.parts)
-    path = "/".join((root, *entry.parts))
+def _write_other(entry: SourceEntry, stream: _TarStream) -> None:
+    """A directory or a symbolic link: unchanged since the scan, then its header."""
+    _check_unchanged(entry, _lstat(entry))
+    if entry.kind == "symlink" and _readlink(entry) != entry.target:
+        raise SourceChangedError(entry.name, "link target changed while packing")
     mode = entry.stat.st_mode & 0o7777
-    if entry.kind == "file":
-        _write_file(name, path, entry, stream)
-        return
-    _check_unchanged(name, entry, _lstat(name, path))
-    if entry.kind == "symlink" and _readlink(name, path) != entry.target:
-        raise SourceChangedError(name, "link target changed while packing")
-    stream.write(encode_header(Member(name, entry.kind, mode, 0, entry.target)))
+    stream.write(header_bytes(entry.name, entry.kind, mode, 0, entry.target))
 
 
-def _write_file(name: str, path: str, entry: SourceEntry, stream: _TarStream) -> None:
+def _write_file(entry: SourceEntry, stream: _TarStream) -> None:
+    name, info = entry.name, entry.stat
     try:
-        fd = os.open(path, _OPEN_FILE)
+        fd = os.open(entry.path, _OPEN_FILE)
     except OSError as error:
         raise SourceChangedError(name, f"cannot open file: {error.strerror}") from error
     try:
-        info = entry.stat
         if stat_key(os.fstat(fd)) != stat_key(info):
             raise SourceChangedError(name, _CHANGED)
         size = info.st_size
-        stream.write(encode_header(Member(name, "file", info.st_mode & 0o7777, size)))
+        stream.write(header_bytes(name, "file", info.st_mode & 0o7777, size))
         stream.copy_file(name, fd, size)
         if stat_key(os.fstat(fd)) != stat_key(info):
             raise SourceChangedError(name, _CHANGED)
@@ -165,31 +163,33 @@ def _write_file(name: str, path: str, entry: SourceEntry, stream: _TarStream) ->
         os.close(fd)
 
 
-def _check_unchanged(name: str, entry: SourceEntry, now: os.stat_result) -> None:
+def _check_unchanged(entry: SourceEntry, now: os.stat_result) -> None:
     if stat_key(now) != stat_key(entry.stat):
-        raise SourceChangedError(name, _CHANGED)
+        raise SourceChangedError(entry.name, _CHANGED)
 
 
 def _check_directories_unchanged(tree: SourceTree) -> None:
-    root = os.fspath(tree.root)
     for entry in tree.entries:
         if entry.kind == "dir":
-            name = tree.path_of(entry.parts)
-            _check_unchanged(name, entry, _lstat(name, "/".join((root, *entry.parts))))
+            _check_unchanged(entry, _lstat(entry))
 
 
-def _lstat(name: str, path: str) -> os.stat_result:
+def _lstat(entry: SourceEntry) -> os.stat_result:
     try:
-        return os.lstat(path)
+        return os.lstat(entry.path)
     except OSError as error:
-        raise SourceChangedError(name, f"entry vanished while packing: {error.strerror}") from error
+        raise SourceChangedError(
+            entry.name, f"entry vanished while packing: {error.strerror}"
+        ) from error
 
 
-def _readlink(name: str, path: str) -> str:
+def _readlink(entry: SourceEntry) -> str:
     try:
-        return os.readlink(path)
+        return os.readlink(entry.path).decode("utf-8", "surrogateescape")
     except OSError as error:
-        raise SourceChangedError(name, f"link vanished while packing: {error.strerror}") from error
+        raise SourceChangedError(
+            entry.name, f"link vanished while packing: {error.strerror}"
+        ) from error
 
 
 def _read_into(fd: int, view: memoryview) -> int:

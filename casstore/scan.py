@@ -12,8 +12,15 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-from casstore.errors import EntryTypeError, SourceChangedError, UnsafePathError, UsageError
+from casstore.errors import (
+    CheckError,
+    EntryTypeError,
+    SourceChangedError,
+    UnsafePathError,
+    UsageError,
+)
 from casstore.limits import Limits
 from casstore.links import Node, check_link
 from casstore.structure import TaskLayout, check_config, check_tree_layout
@@ -29,15 +36,17 @@ _SPECIAL = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class SourceEntry:
+class SourceEntry(NamedTuple):
     """One entry of the source tree: ``parts`` below the task root (``()`` is the root),
-    ``kind``, the ``lstat`` result seen by the scan, and a link's ``target``."""
+    ``kind``, the ``lstat`` result seen by the scan, a link's ``target``, the display ``name``
+    (``top/relative/path``, the archive member's name) and the absolute ``path`` on disk."""
 
     parts: tuple[str, ...]
     kind: Kind
     stat: os.stat_result
-    target: str = ""
+    target: str
+    name: str
+    path: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,41 +90,70 @@ def scan_tree(source: Path, limits: Limits) -> SourceTree:
     if not os.path.islink(root / "task.toml"):  # a link there is the link rule's to report
         check_config(top, config)  # fail fast on a directory that is not a task at all
     entries = _walk(root, top, root_stat, limits)
-    tree_view = {entry.parts: _node(entry) for entry in entries}
-    for entry in entries:
-        if entry.kind == "symlink":
-            check_link("/".join((top, *entry.parts)), entry.parts, entry.target, tree_view.get)
-    payload = _payload(entries, top, limits)
+    links = [entry for entry in entries if entry.kind == "symlink"]
+    if links:  # links resolve over the scanned tree, never the disk
+        tree_view = {entry.parts: _node(entry) for entry in entries}
+        for entry in links:
+            check_link(entry.name, entry.parts, entry.target, tree_view.get)
+    payload = _payload(entries, limits)
     layout = check_tree_layout(top, config, [(entry.parts, entry.kind) for entry in entries])
     return SourceTree(root, top, tuple(entries), layout, payload)
 
 
 def _walk(root: Path, top: str, root_stat: os.stat_result, limits: Limits) -> list[SourceEntry]:
+    """Every entry in archive order: depth first, a directory before its children, children
+    sorted by name bytes."""
     entries: list[SourceEntry] = []
-    stack: list[tuple[SourceEntry, bytes]] = [(SourceEntry((), "dir", root_stat), bytes(root))]
+    max_entries = limits.max_entries
+    stack = [SourceEntry((), "dir", root_stat, "", top, bytes(root))]
     while stack:
-        entry, path = stack.pop()
+        entry = stack.pop()
         entries.append(entry)
-        display = "/".join((top, *entry.parts))
-        limits.check("max_entries", len(entries), display)
-        if entry.kind == "symlink":  # a link target is a path too (the reader checks it)
-            limits.check("max_path_bytes", len(entry.target.encode("utf-8")), display)
+        if len(entries) > max_entries:
+            limits.check("max_entries", len(entries), entry.name)
         if entry.kind == "dir":
-            children = [
-                _child(entry.parts, path, name, top, limits) for name in _listdir(path, display)
-            ]
-            stack.extend(reversed(sorted(children, key=lambda child: child[1])))
+            stack.extend(reversed(_children(entry, limits)))
+        elif entry.kind == "symlink":  # a link target is a path too (the reader checks it)
+            limits.check("max_path_bytes", len(entry.target.encode("utf-8")), entry.name)
     return entries
 
 
-def _child(
-    parts: tuple[str, ...], directory: bytes, name: bytes, top: str, limits: Limits
-) -> tuple[SourceEntry, bytes]:
-    child = (*parts, _decode(name, "/".join((top, *parts, repr(name)[2:-1]))))
-    display = "/".join((top, *child))
-    limits.check("max_path_bytes", len(display.encode("utf-8")), display)
-    path = directory + b"/" + name
-    return _entry(child, path, top), path
+def _children(directory: SourceEntry, limits: Limits) -> list[SourceEntry]:
+    """The entries of ``directory``, sorted by name bytes, each checked in that order: a
+    UTF-8 name, the path limit, a kind the archive can hold."""
+    prefix, parts = directory.name + "/", directory.parts
+    base = directory.path + b"/"
+    prefix_bytes, max_path = len(prefix.encode("utf-8")), limits.max_path_bytes
+    children: list[SourceEntry] = []
+    for raw in sorted(_listdir(directory.path, directory.name)):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            display = prefix + repr(raw)[2:-1]
+            raise UnsafePathError(display, "name is not valid UTF-8") from error
+        name = prefix + text
+        if prefix_bytes + len(raw) > max_path:
+            limits.check("max_path_bytes", prefix_bytes + len(raw), name)
+        path = base + raw
+        try:
+            info = os.lstat(path)
+        except OSError as error:
+            raise _vanished(name, error) from error
+        mode = info.st_mode
+        if stat.S_ISREG(mode):
+            children.append(SourceEntry((*parts, text), "file", info, "", name, path))
+        elif stat.S_ISDIR(mode):
+            children.append(SourceEntry((*parts, text), "dir", info, "", name, path))
+        elif stat.S_ISLNK(mode):
+            try:
+                target = _decode(os.readlink(path), name)
+            except OSError as error:
+                raise _vanished(name, error) from error
+            children.append(SourceEntry((*parts, text), "symlink", info, target, name, path))
+        else:
+            kind = _SPECIAL.get(stat.S_IFMT(mode), "unknown entry")
+            raise EntryTypeError(name, f"a {kind} cannot be archived (only files, dirs, links)")
+    return children
 
 
 def _listdir(directory: bytes, display: str) -> list[bytes]:
@@ -125,25 +163,10 @@ def _listdir(directory: bytes, display: str) -> list[bytes]:
         raise SourceChangedError(display, f"cannot list directory: {error.strerror}") from error
 
 
-def _entry(parts: tuple[str, ...], path: bytes, top: str) -> SourceEntry:
-    display = "/".join((top, *parts))
-    try:
-        info = os.lstat(path)
-        mode = info.st_mode
-        if stat.S_ISLNK(mode):
-            return SourceEntry(parts, "symlink", info, _decode(os.readlink(path), display))
-    except OSError as error:
-        if error.errno == errno.ENAMETOOLONG:
-            raise UnsafePathError(display, "path is too long for this system") from error
-        raise SourceChangedError(
-            display, f"entry vanished while scanned: {error.strerror}"
-        ) from error
-    if stat.S_ISDIR(mode):
-        return SourceEntry(parts, "dir", info)
-    if stat.S_ISREG(mode):
-        return SourceEntry(parts, "file", info)
-    kind = _SPECIAL.get(stat.S_IFMT(mode), "unknown entry")
-    raise EntryTypeError(display, f"a {kind} cannot be archived (only files, dirs, links)")
+def _vanished(display: str, error: OSError) -> CheckError:
+    if error.errno == errno.ENAMETOOLONG:
+        return UnsafePathError(display, "path is too long for this system")
+    return SourceChangedError(display, f"entry vanished while scanned: {error.strerror}")
 
 
 def _node(entry: SourceEntry) -> Node:
@@ -157,14 +180,17 @@ def _decode(raw: bytes, display: str) -> str:
         raise UnsafePathError(display, "name is not valid UTF-8") from error
 
 
-def _payload(entries: list[SourceEntry], top: str, limits: Limits) -> int:
-    total = 0
+def _payload(entries: list[SourceEntry], limits: Limits) -> int:
+    """The sum of the files' sizes; the per-file and total size limits, in archive order."""
+    total, max_file, max_payload = 0, limits.max_file_bytes, limits.max_payload_bytes
     for entry in entries:
         if entry.kind == "file":
-            display = "/".join((top, *entry.parts))
-            limits.check("max_file_bytes", entry.stat.st_size, display)
-            total += entry.stat.st_size
-            limits.check("max_payload_bytes", total, display)
+            size = entry.stat.st_size
+            if size > max_file:
+                limits.check("max_file_bytes", size, entry.name)
+            total += size
+            if total > max_payload:
+                limits.check("max_payload_bytes", total, entry.name)
     return total
 
 
