@@ -32,7 +32,7 @@ from scoring._harbor import (
 from scoring._mean import output_stats
 from scoring._metric_script import DEFAULT_TIMEOUT, run_metric_script
 from scoring._partials import CELL_FIELDS, Partials
-from scoring._pass_at_k import default_ks, pass_at_k, pass_hat_k
+from scoring._pass_at_k import default_ks, pass_at_k_and_hat
 from scoring._rules import apply_rules
 from scoring._views import Signal, View, evaluate_views, load_views
 from scoring.report import Block, GroupReport, ScoreReport, TaskTable, _counts
@@ -84,6 +84,7 @@ def _block(
     ks: list[int],
 ) -> dict[str, Any]:
     total = int(attempts.sum())
+    at_k, hat_k = pass_at_k_and_hat(attempts, successes, ks)
     stats = {
         name: output_stats(attempts * expected[:, o], measured[:, o], sums[:, o])
         for o, name in enumerate(outputs)
@@ -92,8 +93,8 @@ def _block(
         "counts": _counts(status),
         "resolve_rate": float(successes.sum()) / total if total else None,
         "outputs": stats,
-        "pass_at_k": pass_at_k(attempts, successes, ks),
-        "pass_hat_k": pass_hat_k(attempts, successes, ks),
+        "pass_at_k": at_k,
+        "pass_hat_k": hat_k,
     }
 
 

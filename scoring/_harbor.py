@@ -330,7 +330,7 @@ class HarborRewards:
         """int64[m] the table rows Harbor holds, in order."""
         return np.flatnonzero(self.valid)
 
-    @property
+    @cached_property
     def scored(self) -> np.ndarray:
         """bool[n] held rows with a rewards mapping."""
         return self.valid & ~self.none
@@ -352,23 +352,62 @@ class HarborRewards:
         return np.where(self.valid, 0 if keys == 1 else self.group, keys)
 
     @cached_property
+    def patterns(self) -> np.ndarray | None:
+        """int64[G + 1, 2**(O + 1)]: rows per evals key (row ``G``: rows not held) and presence
+        pattern (bit ``o``: the mapping carries output ``o``; bit ``O``: the row has a mapping),
+        from one ``bincount``; None beyond 12 outputs (then per-output counts are used)."""
+        n_out = len(self.names)
+        if n_out > 12:
+            return None
+        code = self.bins << (n_out + 1)
+        code += self.scored.view(np.uint8).astype(np.int64) << n_out
+        for o in range(n_out):
+            code += self.present_of(o).view(np.uint8) << np.uint8(o)
+        width = 1 << (n_out + 1)
+        counts = np.bincount(code, minlength=(len(self.evals_keys) + 1) * width)
+        return counts.reshape(-1, width)
+
+    @cached_property
     def sizes(self) -> np.ndarray:
         """int[G] rows held per evals key."""
         keys = len(self.evals_keys)
+        if self.patterns is not None:
+            return self.patterns[:keys].sum(axis=1)
         return np.bincount(self.bins, minlength=keys + 1)[:keys]
 
     @cached_property
     def carried(self) -> np.ndarray:
         """bool[O, G] whether some held reward mapping of the evals key carries the output."""
-        keys = len(self.evals_keys)
-        if keys == 1:
-            return np.array([[self.present_of(o).any()] for o in range(len(self.names))], bool)
+        keys, n_out = len(self.evals_keys), len(self.names)
+        if self.patterns is not None:
+            pattern = np.arange(self.patterns.shape[1])
+            return np.stack(
+                [
+                    self.patterns[:keys, (pattern >> o) & 1 == 1].sum(axis=1) > 0
+                    for o in range(n_out)
+                ]
+            )
         return np.stack(
             [
                 np.bincount(self.bins, weights=self.present_of(o), minlength=keys + 1)[:keys] > 0
-                for o in range(len(self.names))
+                for o in range(n_out)
             ]
         )
+
+    @cached_property
+    def not_one_key(self) -> np.ndarray:
+        """bool[G] evals keys with a reward mapping that has no key or several (Harbor's pass@k
+        is then empty)."""
+        keys, n_out = len(self.evals_keys), len(self.names)
+        if self.patterns is not None:
+            pattern = np.arange(self.patterns.shape[1])
+            mapped = (pattern >> n_out) & 1 == 1
+            several = np.array([bin(p & ((1 << n_out) - 1)).count("1") != 1 for p in pattern])
+            return self.patterns[:keys, mapped & several].sum(axis=1) > 0
+        count = np.zeros(self.bins.size, dtype=np.int16)
+        for o in range(n_out):
+            count += self.present_of(o)
+        return np.bincount(self.bins[self.scored & (count != 1)], minlength=keys + 1)[:keys] > 0
 
     def exact_sums(self, output: int) -> ExactSums | None:
         """Exact sums of one output's values per evals key (bin ``len(evals_keys)``: rows not
@@ -543,16 +582,18 @@ def _pass_values(n: np.ndarray, c: np.ndarray) -> dict[int, float]:
     return result
 
 
-def _bad_groups(rewards: HarborRewards, groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """Groups whose pass@k Harbor empties, and every row's single value (0.0 if none)."""
-    scored = rewards.scored
-    count = np.zeros(scored.size, dtype=np.int8)
-    single = np.zeros(scored.size)
-    for o in range(len(rewards.names)):
-        count += rewards.present_of(o)
-        single = single + rewards.values_of(o) if len(rewards.names) > 1 else rewards.values_of(o)
-    bad = scored & ((count != 1) | ((single != 0.0) & (single != 1.0)))
-    return np.bincount(rewards.group[bad], minlength=groups) > 0, single
+def _bad_groups(rewards: HarborRewards) -> tuple[np.ndarray, np.ndarray | None]:
+    """Evals keys whose pass@k Harbor empties (a mapping without exactly one key, or a value
+    outside {0, 1}), and every row's single value (0.0 if none; None when every key is bad)."""
+    bad = rewards.not_one_key
+    if bad.all():
+        return bad, None
+    single = rewards.values_of(0)
+    for o in range(1, len(rewards.names)):
+        single = single + rewards.values_of(o)
+    odd = rewards.scored & (single != 0.0) & (single != 1.0)
+    keys = len(rewards.evals_keys)
+    return bad | (np.bincount(rewards.bins[odd], minlength=keys + 1)[:keys] > 0), single
 
 
 def harbor_pass_at_k_values(rewards: HarborRewards) -> dict[int, float]:
@@ -567,8 +608,8 @@ def harbor_pass_at_k(rewards: HarborRewards) -> dict[str, dict[int, float]]:
     groups = len(rewards.evals_keys)
     if not groups or not rewards.valid.any():
         return {}
-    bad, single = _bad_groups(rewards, groups)
-    if bad.all():
+    bad, single = _bad_groups(rewards)
+    if single is None or bad.all():
         return {}
     held = rewards.bins
     out = {}

@@ -208,7 +208,11 @@ def _packed_counts(
 
 
 def _binary(values: np.ndarray) -> bool:
-    return bool(np.all((values == 0.0) | (values == 1.0)))
+    """Whether every value is 0.0 or 1.0 (a prefix first: most other columns fail there)."""
+    head = values[:4096]
+    if not np.all((head == 0.0) | (head == 1.0)):
+        return False
+    return np.count_nonzero(values) == np.count_nonzero(values == 1.0)
 
 
 def _decode(keys: np.ndarray, sizes: list[int]) -> np.ndarray:
@@ -315,14 +319,13 @@ class Partials:
         attempts = cell_sizes.astype(np.int64) - status[:, Status.INVALID]
         present[:, 0] = counts[_FIELDS.index("present")]
         measured[:, 0] = attempts
-        emitted = [rules.primary]
-        if k:
-            emitted += list(np.where(rules.emitted, table.values, 0.0).T)
         for out, j in enumerate([-1, *order]):
-            value = emitted[j + 1]
             if out:
                 present[:, out] = counts[len(_FIELDS) + 2 * j]
                 measured[:, out] = counts[len(_FIELDS) + 2 * j + 1]
+                value = np.where(rules.emitted_of(j), table.values[:, j], 0.0)
+            else:
+                value = rules.primary
             sums[:, out] = count(value)
             # x * x == x for 0 and 1: the sums of squares of binary values are their sums
             sumsq[:, out] = sums[:, out] if _binary(value) else count(value * value)

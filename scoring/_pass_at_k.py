@@ -21,13 +21,21 @@ are int64[T]; each k yields a float64[m_k] of per-task values (eligible tasks on
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from scoring._stderr import ci95, clt_stderr
 
-__all__ = ["PassAtK", "default_ks", "pass_at_k", "pass_hat_k", "per_task_products"]
+__all__ = [
+    "PassAtK",
+    "default_ks",
+    "pass_at_k",
+    "pass_at_k_and_hat",
+    "pass_hat_k",
+    "per_task_products",
+]
 
 
 def default_ks(max_attempts: int) -> list[int]:
@@ -112,24 +120,65 @@ def per_task_products(n: np.ndarray, a: np.ndarray, ks: list[int]) -> dict[int, 
     return out
 
 
-def _summaries(values: dict[int, np.ndarray], ks: list[int], flip: bool) -> list[PassAtK]:
-    result = []
+def _pair_counts(n: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct ``(n, c)`` pairs (by decreasing ``n``) and how many tasks have each."""
+    pair_n, pair_c, inverse = pair_index(n, c)
+    return pair_n, pair_c, np.bincount(inverse, minlength=pair_n.size)
+
+
+def _pair_products(pair_n: np.ndarray, pair_a: np.ndarray, k: int) -> np.ndarray:
+    """``Π_{j<k} max(a − j, 0) / (n − j)`` per pair (pairs with ``n >= k`` only, a prefix)."""
+    eligible = int(np.count_nonzero(pair_n >= k))
+    ns, As = pair_n[:eligible].astype(np.float64), pair_a[:eligible].astype(np.float64)
+    product = np.ones(eligible)
+    for j in range(k):
+        product *= np.maximum(As - j, 0.0) / (ns - j)
+    return product
+
+
+def _weighted_summary(k: int, values: np.ndarray, counts: np.ndarray) -> PassAtK:
+    """Mean and CLT standard error of per-task values given once per pair with its task
+    ``counts``: ``Σ counts·v / m`` (summed exactly over the few pairs, ``math.fsum``) and
+    :func:`scoring._stderr.clt_stderr`."""
+    m = int(counts.sum())
+    if not m:
+        return PassAtK(k, None, 0, None)
+    mean = math.fsum((counts * values).tolist()) / m
+    return PassAtK(k, mean, m, clt_stderr(values, counts, mean))
+
+
+def pass_at_k_and_hat(
+    n: np.ndarray, c: np.ndarray, ks: list[int]
+) -> tuple[list[PassAtK], list[PassAtK]]:
+    """pass@k and pass^k for each k over tasks with ``n`` attempts and ``c`` successes (int
+    arrays [T]). Per-task values depend on ``(n, c)`` only, so both are computed once per
+    distinct pair and averaged with the pair's task count: O(T) for one ``bincount``, then
+    O(pairs · k)."""
+    n = np.asarray(n, dtype=np.int64)
+    c = np.asarray(c, dtype=np.int64)
+    if not n.size:
+        empty = [PassAtK(k, None, 0, None) for k in ks]
+        return empty, list(empty)
+    pair_n, pair_c, counts = _pair_counts(n, np.clip(c, 0, n))
+    at_k, hat_k = [], []
     for k in ks:
-        per_task = values.get(k, np.zeros(0))
-        if flip:
-            per_task = 1.0 - per_task
-        m = int(per_task.shape[0])
-        value = float(per_task.mean()) if m else None
-        result.append(PassAtK(k, value, m, clt_stderr(per_task)))
-    return result
+        if k < 1:
+            at_k.append(PassAtK(k, None, 0, None))
+            hat_k.append(PassAtK(k, None, 0, None))
+            continue
+        eligible = counts[: int(np.count_nonzero(pair_n >= k))]
+        at_k.append(
+            _weighted_summary(k, 1.0 - _pair_products(pair_n, pair_n - pair_c, k), eligible)
+        )
+        hat_k.append(_weighted_summary(k, _pair_products(pair_n, pair_c, k), eligible))
+    return at_k, hat_k
 
 
 def pass_at_k(n: np.ndarray, c: np.ndarray, ks: list[int]) -> list[PassAtK]:
     """pass@k for each k over tasks with ``n`` attempts and ``c`` successes (int arrays [T])."""
-    n = np.asarray(n, dtype=np.int64)
-    return _summaries(per_task_products(n, n - np.asarray(c, dtype=np.int64), ks), ks, True)
+    return pass_at_k_and_hat(n, c, ks)[0]
 
 
 def pass_hat_k(n: np.ndarray, c: np.ndarray, ks: list[int]) -> list[PassAtK]:
     """pass^k for each k over tasks with ``n`` attempts and ``c`` successes (int arrays [T])."""
-    return _summaries(per_task_products(n, c, ks), ks, False)
+    return pass_at_k_and_hat(n, c, ks)[1]

@@ -43,12 +43,22 @@ def cluster_mean_stderr(sums: np.ndarray, counts: np.ndarray, mean: float) -> fl
     return math.sqrt(variance)
 
 
-def clt_stderr(values: np.ndarray) -> float | None:
-    """``sd(values, ddof=1) / sqrt(len(values))``; ``None`` for fewer than two values."""
-    m = int(values.shape[0])
+def clt_stderr(
+    values: np.ndarray, counts: np.ndarray | None = None, mean: float | None = None
+) -> float | None:
+    """``sd(v, ddof=1) / sqrt(m)`` of the ``m`` per-task values ``v``; ``None`` when ``m < 2``.
+
+    ``counts`` (int[P], optional): ``values`` (float64[P]) are distinct values, value ``p``
+    held by ``counts[p]`` tasks (``m = Σ counts``); ``mean`` their mean when already known.
+    The squares are summed exactly (``math.fsum``)."""
+    weights = np.ones(values.shape[0]) if counts is None else counts.astype(np.float64)
+    m = int(weights.sum())
     if m < 2:
         return None
-    return float(np.std(values, ddof=1)) / math.sqrt(m)
+    if mean is None:
+        mean = math.fsum((weights * values).tolist()) / m
+    squares = math.fsum((weights * np.square(values - mean)).tolist())
+    return math.sqrt(squares / (m - 1)) / math.sqrt(m)
 
 
 def ci95(estimate: float | None, stderr: float | None, clip: bool = False) -> list[float] | None:

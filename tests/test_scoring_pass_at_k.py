@@ -113,3 +113,31 @@ def test_per_task_products_exact_at_the_edges(tasks: list[tuple[int, int]]) -> N
         assert np.all(n[eligible] >= k)
         assert np.all(values[(n - c)[eligible] < k] == 0.0)  # pass@k exactly 1
         assert np.all(values[c[eligible] == 0] == 1.0)  # pass@k exactly 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(tasks=tasks, threshold_ks=st.lists(st.integers(1, 64), min_size=1, max_size=6))
+def test_pair_histogram_equals_per_task_mean_and_stderr(
+    tasks: list[tuple[int, int]], threshold_ks: list[int]
+) -> None:
+    # the values are averaged once per distinct (n, c) with its task count: the same mean and
+    # standard error as the per-task values themselves
+    from scoring._pass_at_k import pass_at_k_and_hat
+
+    n = np.array([t[0] for t in tasks])
+    c = np.array([t[1] for t in tasks])
+    ks = sorted(set(threshold_ks))
+    at_k, hat_k = pass_at_k_and_hat(n, c, ks)
+    for result, hat in zip(at_k, hat_k, strict=True):
+        eligible = n >= result.k
+        per_task = per_task_products(n[eligible], (n - c)[eligible], [result.k])[result.k]
+        per_task_hat = per_task_products(n[eligible], c[eligible], [result.k])[result.k]
+        for summary, values in ((result, 1.0 - per_task), (hat, per_task_hat)):
+            assert summary.eligible_tasks == values.size
+            if values.size:
+                assert summary.value == pytest.approx(float(values.mean()), abs=1e-15)
+            if values.size >= 2:
+                want = float(np.std(values, ddof=1)) / np.sqrt(values.size)
+                assert summary.stderr == pytest.approx(want, rel=1e-9, abs=1e-15)
+            else:
+                assert summary.stderr is None
