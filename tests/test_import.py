@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from casstore.errors import RewardKeyError
+from casstore.errors import CheckError, RewardKeyError
 from casstore.store import Store
 from casstore.trials import read_job, read_trials_jsonl, table_from_records, write_trials_jsonl
 from casstore.trials.records import REWARD_KEY_METADATA
@@ -384,6 +384,100 @@ def test_packed_import_stores_what_records_would(
     packed, decoded = _index_items(tmp_path / "a"), _index_items(tmp_path / "b")
     assert len(packed["trials"]) == 40
     assert packed == decoded
+
+
+def _stream_job(tmp_path: Path, n: int = 30) -> Path:
+    trials: dict[str, str | None] = {
+        f"t{i % 4}__{i:03d}": trial_json(
+            trial_result(f"t{i % 4}", f"t{i % 4}__{i:03d}", {"reward": i % 2}, started=i % 5)
+        )
+        for i in range(n)
+    }
+    return make_job(tmp_path / "job", trials, expected=n)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_streamed_import_survives_a_full_map(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """A new job's chunks are written while it is parsed; when the map fills up meanwhile
+    the transaction is abandoned and the job written the usual way (map grown): the store
+    holds exactly what an import without streaming stores."""
+    import lmdb
+
+    import casstore.trials.jobs as jobs
+    import casstore.trials.store as trial_store
+
+    job_dir = _stream_job(tmp_path)
+    monkeypatch.setattr(jobs, "CHUNK", 4)
+    original = trial_store.read_job
+    monkeypatch.setattr(
+        trial_store, "read_job", lambda *a, **k: original(*a, **{**k, "workers": workers})
+    )
+    full = {"puts": 0}
+    put = trial_store._put_encoded
+
+    def failing_put(txn, db, items, overwrite=True):  # the map fills up at the third chunk
+        full["puts"] += 1
+        if full["puts"] == 5:
+            raise lmdb.MapFullError("full")
+        put(txn, db, items, overwrite)
+
+    monkeypatch.setattr(trial_store, "_put_encoded", failing_put)
+    with Store(tmp_path / "a") as store:
+        (report,) = store.import_jobs([job_dir])
+    assert report.imported == 30 and full["puts"] > 5
+    monkeypatch.setattr(trial_store, "_put_encoded", put)
+
+    class Unstreamed(trial_store._Stream):
+        def add(self, chunk) -> None:  # nothing written while parsing
+            self.failed = True
+
+    monkeypatch.setattr(trial_store, "_Stream", Unstreamed)
+    with Store(tmp_path / "b") as store:
+        (plain,) = store.import_jobs([job_dir])
+    assert report.to_json() == plain.to_json()
+    assert _index_items(tmp_path / "a") == _index_items(tmp_path / "b")
+
+
+def test_streamed_import_of_a_job_imported_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job another import stored after this one found it new is merged with, not
+    streamed over: this import reports no new trial and the store holds the job once."""
+    import casstore.trials.store as trial_store
+
+    job_dir = _stream_job(tmp_path)
+    original = trial_store.read_job
+    nested: list = []
+
+    def read(*args, **kwargs):
+        if not nested:  # another import of the job runs first (the job was new when looked up)
+            nested.append(None)
+            nested[0] = store.import_jobs([job_dir])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(trial_store, "read_job", read)
+    with Store(tmp_path / "s") as store:
+        (again,) = store.import_jobs([job_dir])
+    (first,) = nested[0]
+    assert first.imported == 30 and again.imported == 0 and again.trials == 30
+    with Store(tmp_path / "t") as store:
+        store.import_jobs([job_dir])
+    assert _index_items(tmp_path / "s") == _index_items(tmp_path / "t")
+
+
+def test_streamed_import_aborts_on_a_parse_error(tmp_path: Path) -> None:
+    """A job that fails to import leaves nothing behind (its open transaction aborted) and
+    the store stays writable."""
+    bad = make_job(tmp_path / "bad", {"t__1": "{", "t__2": None})
+    (bad / "result.json").unlink(missing_ok=True)
+    with Store(tmp_path / "s") as store:
+        with pytest.raises(CheckError):
+            store.import_jobs([bad])
+        (report,) = store.import_jobs([_stream_job(tmp_path)])
+    assert report.imported == 30
+    assert len(_index_items(tmp_path / "s")["trials"]) == 30
 
 
 # newcomer stumbles ------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 import numpy as np
@@ -273,8 +273,7 @@ class _Chunk(msgspec.Struct, array_like=True, gc=False):
     Per readable row (trial directories in order, unreadable ones left out): ``rows`` (int32
     index into the chunk's names), ``names``, ``tasks``, ``started`` (``started_at`` or
     ""), ``keys`` (``<job id>/<trial name>`` UTF-8), ``records`` (the msgpack record as the
-    store keeps it, attempt 0 so absent), ``splits`` (int32 offset in the record where an
-    ``attempt`` entry goes), ``ev_keys``/``ev_values`` (the store's evidence entry) and the
+    store keeps it), ``ev_keys``/``ev_values`` (the store's evidence entry) and the
     reward-table columns: ``flags`` (uint8), ``primary`` (float64), ``primary_kind`` (int8),
     ``labels`` (per label column its chunk-local labels, "" first) with ``codes`` (int32),
     ``value_keys`` (secondary reward keys of the chunk) with ``values`` (float64 rows x keys)
@@ -293,7 +292,6 @@ class _Chunk(msgspec.Struct, array_like=True, gc=False):
     started: list[str]
     keys: list[bytes]
     records: list[bytes]
-    splits: bytes
     ev_keys: list[bytes]
     ev_values: list[bytes]
     flags: bytes
@@ -309,10 +307,18 @@ class _Chunk(msgspec.Struct, array_like=True, gc=False):
     segments: list[tuple[str, int, int]]
 
 
+class _EvidenceEntry(msgspec.Struct, gc=False):
+    """The ``evidence`` database value: encodes as ``{"dict", "data", "size"}``."""
+
+    dict: str | None
+    data: bytes
+    size: int
+
+
 def _read_file(name: str, dir_fd: int | None, job_dir: str) -> bytes:
     """``<name>/result.json`` (relative to ``dir_fd``, else under ``job_dir``): one
     ``open``/``read``/``close`` for files below 64 KiB, no Python file object."""
-    relative = f"{name}/result.json"
+    relative = name + "/result.json"
     fd = (
         os.open(relative, _OPEN_FLAGS, dir_fd=dir_fd)
         if dir_fd is not None
@@ -330,28 +336,6 @@ def _read_file(name: str, dir_fd: int | None, job_dir: str) -> bytes:
     return data
 
 
-def _str_size(value: str) -> int:
-    """Bytes of ``value`` msgpack-encoded."""
-    n = len(value) if value.isascii() else len(value.encode())
-    return n + (1 if n < 32 else 2 if n < 256 else 3 if n < 65536 else 5)
-
-
-_HEAD_KEYS = sum(_str_size(k) for k in ("job_id", "trial_name", "task_name"))
-
-
-def _attempt_offset(data: bytes, record: TrialRecord) -> int:
-    """Where ``attempt`` goes in ``data``, ``record`` msgpack-encoded with attempt 0: after
-    the map header and the ``job_id``, ``trial_name`` and ``task_name`` entries (the fields
-    before it, never omitted)."""
-    return (
-        (1 if data[0] < 0xDE else 3)
-        + _HEAD_KEYS
-        + _str_size(record.job_id)
-        + _str_size(record.trial_name)
-        + _str_size(record.task_name)
-    )
-
-
 def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _Chunk:
     """The chunk's trial directories read, parsed and made store-ready (see :class:`_Chunk`);
     the chunk's evidence is compressed in one call."""
@@ -367,6 +351,7 @@ def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _C
         datas: list[bytes] = []
         sha256 = hashlib.sha256
         dict_id = evidence.id
+        prefix = job_dir + "/"
         for index, name in enumerate(names):
             try:
                 data = _read_file(name, dir_fd, job_dir)
@@ -376,18 +361,21 @@ def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _C
             except OSError as error:
                 errors.append((index, f"result.json unreadable: {error.strerror or error}"))
                 continue
-            if not data or data.isspace():
-                errors.append((index, "result.json empty"))
-                continue
             try:
-                record = parse_result(data, job_id, reward_key)
+                record = parse_result(
+                    data,
+                    job_id,
+                    reward_key,
+                    evidence="sha256:" + sha256(data).hexdigest(),
+                    evidence_dict=dict_id,
+                    result_path=prefix + name + "/result.json",
+                )
             except ResultUnreadable as error:
-                errors.append((index, f"result.json unparseable: {error}"))
+                if not data or data.isspace():
+                    errors.append((index, "result.json empty"))
+                else:
+                    errors.append((index, f"result.json unparseable: {error}"))
                 continue
-            record.result_path = f"{job_dir}/{name}/result.json"
-            record.evidence = "sha256:" + sha256(data).hexdigest()
-            record.evidence_bytes = len(data)
-            record.evidence_dict = dict_id
             rows.append(index)
             records.append(record)
             datas.append(data)
@@ -395,7 +383,7 @@ def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _C
     finally:
         if dir_fd is not None:
             os.close(dir_fd)
-    return _pack_chunk(rows, errors, records, blobs, reward_key)
+    return _pack_chunk(rows, errors, records, blobs, job_id, dict_id, reward_key)
 
 
 def _pack_chunk(
@@ -403,30 +391,25 @@ def _pack_chunk(
     errors: list[tuple[int, str]],
     records: list[TrialRecord],
     blobs: list[bytes],
+    job_id: str,
+    dict_id: str | None,
     reward_key: str,
 ) -> _Chunk:
+    """The chunk's records with their attempts (within the chunk), encoded, and its table
+    columns."""
     encode = _ENCODER.encode
     n = len(records)
     names = [r.trial_name for r in records]
     tasks = [r.task_name for r in records]
-    encoded = list(map(encode, records))
-    if records:
-        first = records[0]
-        prefix = f"{first.job_id}/"
-        keys = [(prefix + name).encode() for name in names]
-        base = _attempt_offset(encoded[0], first) - _str_size(names[0]) - _str_size(tasks[0])
-        if all(r.job_id == first.job_id for r in records) and all(d[0] == 0xDE for d in encoded):
-            splits = [
-                base + _str_size(name) + _str_size(task)
-                for name, task in zip(names, tasks, strict=True)
-            ]
-        else:  # pragma: no cover - one job per chunk, msgspec's map16 headers
-            keys = [f"{r.job_id}/{r.trial_name}".encode() for r in records]
-            splits = [_attempt_offset(d, r) for d, r in zip(encoded, records, strict=True)]
-    else:
-        keys, splits = [], []
+    started = [r.started_at or "" for r in records]
+    order, attempts, segments = _attempts(tasks, started, names)
+    for r, attempt in zip(records, attempts, strict=True):
+        if attempt:
+            r.attempt = attempt
+    prefix = job_id + "/"
+    ev_keys = [r.evidence.encode() for r in records]  # type: ignore[union-attr]
     ev_values = [
-        encode({"dict": r.evidence_dict, "data": blob, "size": r.evidence_bytes})
+        encode(_EvidenceEntry(dict_id, blob, r.evidence_bytes))
         for r, blob in zip(records, blobs, strict=True)
     ]
     flags = bytes(
@@ -475,22 +458,15 @@ def _pack_chunk(
             j = column[key]
             values[i, j] = value
             kinds[i, j] = kind
-    started = [r.started_at or "" for r in records]
-    order, attempts, segments = _attempts(tasks, started, names)
-    encoded = [
-        d if a == 0 else _with_attempt(d, s, a)
-        for d, s, a in zip(encoded, splits, attempts, strict=True)
-    ]
     return _Chunk(
         rows=np.array(rows, np.int32).tobytes(),
         errors=errors,
         names=names,
         tasks=tasks,
         started=started,
-        keys=keys,
-        records=encoded,
-        splits=np.array(splits, np.int32).tobytes(),
-        ev_keys=[r.evidence.encode() for r in records],  # type: ignore[union-attr]
+        keys=[(prefix + name).encode() for name in names],
+        records=list(map(encode, records)),
+        ev_keys=ev_keys,
         ev_values=ev_values,
         flags=flags,
         primary=primary.tobytes(),
@@ -554,27 +530,50 @@ def _decode_chunk(data: bytes) -> _Chunk:
 _ATTEMPT_KEY = msgspec.msgpack.encode("attempt")
 
 
-def _with_attempt(data: bytes, split: int, attempt: int) -> bytes:
-    """A record packed with attempt 0 (so without the field) as packed with ``attempt``:
-    the map header counts one more entry and ``attempt`` goes after ``task_name``. (msgspec
-    writes a map16 header for every struct with omitted defaults, whatever its size.)"""
+def _skip_str(data: bytes, at: int) -> int:
+    """The offset after the msgpack str starting at ``at``."""
+    first = data[at]
+    if 0xA0 <= first <= 0xBF:  # fixstr
+        return at + 1 + (first & 0x1F)
+    width = {0xD9: 1, 0xDA: 2, 0xDB: 4}[first]
+    return at + 1 + width + int.from_bytes(data[at + 1 : at + 1 + width], "big")
+
+
+def _skip_uint(data: bytes, at: int) -> tuple[int, int]:
+    """``(value, offset after it)`` of the msgpack unsigned int starting at ``at``."""
+    first = data[at]
+    if first < 0x80:  # positive fixint
+        return first, at + 1
+    width = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}[first]
+    return int.from_bytes(data[at + 1 : at + 1 + width], "big"), at + 1 + width
+
+
+def _set_attempt(data: bytes, attempt: int) -> bytes:
+    """A msgpack :class:`TrialRecord` as encoded with ``attempt`` instead of its own: the
+    ``attempt`` entry (absent when 0, an omitted default) follows the ``job_id``,
+    ``trial_name`` and ``task_name`` entries, and the map header counts it (msgspec writes a
+    map16 header for every struct with omitted defaults, whatever its size: the header keeps
+    its form)."""
     first = data[0]
     if first < 0xDE:  # fixmap
-        count = (first & 0x0F) + 1
-        head, header = 1, bytes((0x80 | count,)) if count < 16 else b"\xde" + bytes((0, count))
-    else:  # map16
-        count = int.from_bytes(data[1:3], "big") + 1
-        head, header = 3, b"\xde" + count.to_bytes(2, "big")
-    return b"".join(
-        (header, data[head:split], _ATTEMPT_KEY, _ENCODER.encode(attempt), data[split:])
-    )
-
-
-def _without_attempt(data: bytes, split: int, attempt: int) -> bytes:
-    """Inverse of :func:`_with_attempt` (map16 headers)."""
-    count = int.from_bytes(data[1:3], "big") - 1
-    size = len(_ATTEMPT_KEY) + len(_ENCODER.encode(attempt))
-    return b"".join((b"\xde", count.to_bytes(2, "big"), data[3:split], data[split + size :]))
+        count, head = first & 0x0F, 1
+    else:  # map16 (a record has far fewer than 65536 entries)
+        count, head = int.from_bytes(data[1:3], "big"), 3
+    split = head
+    for _ in range(3):  # job_id, trial_name, task_name: key and value strings
+        split = _skip_str(data, _skip_str(data, split))
+    end, current = split, 0
+    if data.startswith(_ATTEMPT_KEY, split):
+        current, end = _skip_uint(data, split + len(_ATTEMPT_KEY))
+    if current == attempt:
+        return data
+    count += (attempt != 0) - (current != 0)
+    if head == 1 and count < 16:
+        header = bytes((0x80 | count,))
+    else:
+        header = b"\xde" + count.to_bytes(2, "big")
+    entry = _ATTEMPT_KEY + _ENCODER.encode(attempt) if attempt else b""
+    return b"".join((header, data[head:split], entry, data[end:]))
 
 
 def _disjoint_segments(
@@ -596,12 +595,26 @@ def _disjoint_segments(
     return [(task, orders[k], a, b) for task, k, a, b in found]
 
 
+class ChunkSink(Protocol):
+    """Where :func:`read_job` hands each parsed chunk as soon as it has it (the store writes
+    them while the rest is parsed): ``start(trials)`` once before parsing (the number of trial
+    directories to read), then ``add(chunk)`` per chunk, in no particular order, in the
+    calling thread. A chunk's records carry attempts assigned within the chunk: they are the
+    job's only when :attr:`_Packed.rewritten` is False."""
+
+    def start(self, trials: int) -> None: ...
+
+    def add(self, chunk: _Chunk) -> None: ...
+
+
 @dataclass
 class _Packed:
     """A job's parsed trials as the store keeps them (rows in trial-directory order):
     ``names`` (trial names), ``keys`` (``trials`` database keys), ``records`` (msgpack
     records, attempts set), ``evidence`` (``evidence`` database ``(key, value)`` per row),
-    ``failures`` (failure code → trials), ``counts`` (as :func:`job_counts`), ``table``."""
+    ``failures`` (failure code → trials), ``counts`` (as :func:`job_counts`), ``table``;
+    ``rewritten``: whether the merge changed or dropped records the chunks carried (a
+    duplicate trial name, a task with trials in several chunks)."""
 
     names: list[str]
     keys: list[bytes]
@@ -610,6 +623,7 @@ class _Packed:
     failures: dict[str, int]
     counts: dict[str, int]
     table: RewardTable
+    rewritten: bool = False
 
 
 def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_key: str) -> _Packed:
@@ -629,7 +643,6 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
         parts = [np.frombuffer(getattr(c, name), dtype) for c in chunks]
         return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
-    splits = joined("splits", np.int32)
     flags = joined("flags", np.uint8)
     primary = joined("primary", np.float64)
     primary_kind = joined("primary_kind", np.int8)
@@ -663,12 +676,7 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
             [items[i] for i in rows]
             for items in (names, tasks, started, keys, records, ev_keys, ev_values)
         )
-        splits, flags, primary, primary_kind = (
-            splits[kept],
-            flags[kept],
-            primary[kept],
-            primary_kind[kept],
-        )
+        flags, primary, primary_kind = flags[kept], primary[kept], primary_kind[kept]
         values, kinds = values[kept], kinds[kept]
         label_codes = [codes[kept] for codes in label_codes]
     n = len(names)
@@ -686,14 +694,10 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
         local = joined("attempts", np.int32)
         if kept is not None:
             local = local[kept]
-        records = [
-            r if a == 0 else _without_attempt(r, s, a)
-            for r, s, a in zip(records, splits.tolist(), local.tolist(), strict=True)
-        ]
         order_list, attempts, task_segments = _attempts(tasks, started, names)
         records = [
-            r if a == 0 else _with_attempt(r, s, a)
-            for r, s, a in zip(records, splits.tolist(), attempts, strict=True)
+            r if a == b else _set_attempt(r, a)
+            for r, a, b in zip(records, attempts, local.tolist(), strict=True)
         ]
         task_list = [task for task, _, _ in task_segments]
         o = np.array(order_list, np.intp)
@@ -750,6 +754,7 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
         failures=failures,
         counts=counts,
         table=table,
+        rewritten=segments is None,
     )
 
 
@@ -811,19 +816,23 @@ def _read_all(
     evidence: Evidence,
     workers: int,
     progress: Callable[[str], None] | None,
+    sink: ChunkSink | None = None,
 ) -> list[_Chunk]:
     """Read and parse every trial directory, one :class:`_Chunk` per ``CHUNK`` of them. With
     ``workers`` > 1, ``workers - 1`` forked processes take chunks from the front while the
     calling process takes them from the back (a chunk not yet started by a worker is cancelled
-    and parsed here), decoding the workers' finished chunks in between: both sides stay busy
-    until they meet."""
+    and parsed here), decoding the workers' finished chunks in between (and handing them to
+    ``sink``): both sides stay busy until they meet."""
     chunks = [(job_dir, names[a:b], job_id, reward_key) for a, b in _cut(names)]
+
+    def done(chunk: _Chunk, i: int) -> _Chunk:
+        if sink is not None:
+            sink.add(chunk)
+        _advance(progress, chunks[i][1])
+        return chunk
+
     if workers <= 1 or len(chunks) < 2:
-        done = []
-        for chunk in chunks:
-            done.append(_read_chunk(chunk, evidence))
-            _advance(progress, chunk[1])
-        return done
+        return [done(_read_chunk(chunk, evidence), i) for i, chunk in enumerate(chunks)]
     parts: list[_Chunk | None] = [None] * len(chunks)
     with ProcessPoolExecutor(
         workers - 1,
@@ -837,8 +846,7 @@ def _read_all(
         def collect(block: bool) -> int:
             i = collected
             while i < len(chunks) and parts[i] is None and (block or remote[i].done()):
-                parts[i] = _decode_chunk(remote[i].result())
-                _advance(progress, chunks[i][1])
+                parts[i] = done(_decode_chunk(remote[i].result()), i)
                 i += 1
             while i < len(chunks) and parts[i] is not None:
                 i += 1
@@ -847,8 +855,7 @@ def _read_all(
         for i in range(len(chunks) - 1, -1, -1):
             if not remote[i].cancel():
                 break
-            parts[i] = _read_chunk(chunks[i], evidence)
-            _advance(progress, chunks[i][1])
+            parts[i] = done(_read_chunk(chunks[i], evidence), i)
             collected = collect(False)
         collected = collect(True)
     return [part for part in parts if part is not None]
@@ -865,6 +872,7 @@ def read_job(
     progress: Callable[[str], None] | None = None,
     workers: int | None = None,
     check_harbor: bool = True,
+    sink: ChunkSink | None = None,
 ) -> ImportedJob:
     """Parse one Harbor job directory (no store involved).
 
@@ -874,7 +882,8 @@ def read_job(
     trial directory. ``workers``: processes parsing (default: one per usable core when the job
     has at least ``PARALLEL_MIN`` trials, else 1; the calling process is one).
     ``check_harbor``: validate job files and a sample of trials (up to ``DRIFT_SAMPLE``)
-    with Harbor's own models to report ``harbor_schema_drift``.
+    with Harbor's own models to report ``harbor_schema_drift``. ``sink``: receives the parsed
+    chunks as they come (see :class:`ChunkSink`; the store's import writes them meanwhile).
 
     Diagnostics (``code``): ``job_result_missing_partial``, ``trial_count_mismatch``,
     ``result_unreadable`` (with the trial directories), ``harbor_schema_drift``,
@@ -902,7 +911,9 @@ def read_job(
     # trials' result_path absolute (as the job record's path): the rebuild hint of a saved-trials
     # file names the job directory, and must work from any folder
     root = str(path.resolve())
-    chunks = _read_all(root, names, job_id, reward_key, evidence, n_workers, progress)
+    if sink is not None:
+        sink.start(len(names))
+    chunks = _read_all(root, names, job_id, reward_key, evidence, n_workers, progress, sink)
 
     diagnostics: list[dict[str, Any]] = []
     unreadable: list[dict[str, str]] = []

@@ -248,8 +248,19 @@ def failure_of(record: TrialRecord) -> str | None:
     return None
 
 
-def parse_result(data: bytes, job_id: str, reward_key: str = "reward") -> TrialRecord:
-    """One trial ``result.json`` (bytes) → its :class:`TrialRecord` (attempt 0, no evidence).
+def parse_result(
+    data: bytes,
+    job_id: str,
+    reward_key: str = "reward",
+    *,
+    evidence: str | None = None,
+    evidence_dict: str | None = None,
+    result_path: str | None = None,
+) -> TrialRecord:
+    """One trial ``result.json`` (bytes) → its :class:`TrialRecord` (attempt 0). With
+    ``evidence`` (the key of the kept bytes) the record names it, its size
+    (``evidence_bytes``: ``len(data)``) and ``evidence_dict``; ``result_path``: where it was
+    read.
 
     Raises :class:`ResultUnreadable` when the bytes are not a JSON object with string
     ``task_name`` and ``trial_name`` (Harbor could not load it either).
@@ -332,38 +343,85 @@ def parse_result(data: bytes, job_id: str, reward_key: str = "reward") -> TrialR
         failure = "trial_exception"
     else:
         failure = None
+    # positional: much cheaper than 35 keywords (the field order is checked at import)
     return TrialRecord(
-        job_id=job_id,
-        trial_name=result.trial_name,
-        task_name=result.task_name,
-        trial_id=result.id,
-        source=result.source,
-        agent_name=agent_name,
-        agent_version=agent_version,
-        model_name=model_name,
-        model_provider=model_provider,
-        rewards=rewards,
-        kinds=kinds,
-        has_verifier=has_verifier,
-        valid=valid,
-        reason=reason,
-        exception_type=exception_type,
-        exception_message=exception_message,
-        exception_at=exception_at,
-        failure=failure,
-        started_at=result.started_at,
-        finished_at=result.finished_at,
-        environment_setup=environment_setup,
-        agent_setup=agent_setup,
-        agent_execution=agent_execution,
-        verifier=verifier,
-        n_input_tokens=n_input,
-        n_cache_tokens=n_cache,
-        n_output_tokens=n_output,
-        cost_usd=cost,
-        steps=steps,
-        metadata={REWARD_KEY_METADATA: reward_key},
+        job_id,
+        result.trial_name,
+        result.task_name,
+        0,
+        result.id,
+        result.source,
+        agent_name,
+        agent_version,
+        model_name,
+        model_provider,
+        rewards,
+        kinds,
+        has_verifier,
+        valid,
+        reason,
+        exception_type,
+        exception_message,
+        exception_at,
+        failure,
+        result.started_at,
+        result.finished_at,
+        environment_setup,
+        agent_setup,
+        agent_execution,
+        verifier,
+        n_input,
+        n_cache,
+        n_output,
+        cost,
+        steps,
+        evidence,
+        0 if evidence is None else len(data),
+        evidence_dict,
+        result_path,
+        {REWARD_KEY_METADATA: reward_key},
     )
+
+
+_POSITIONAL = (
+    "job_id",
+    "trial_name",
+    "task_name",
+    "attempt",
+    "trial_id",
+    "source",
+    "agent_name",
+    "agent_version",
+    "model_name",
+    "model_provider",
+    "rewards",
+    "kinds",
+    "has_verifier",
+    "valid",
+    "reason",
+    "exception_type",
+    "exception_message",
+    "exception_at",
+    "failure",
+    "started_at",
+    "finished_at",
+    "environment_setup",
+    "agent_setup",
+    "agent_execution",
+    "verifier",
+    "n_input_tokens",
+    "n_cache_tokens",
+    "n_output_tokens",
+    "cost_usd",
+    "steps",
+    "evidence",
+    "evidence_bytes",
+    "evidence_dict",
+    "result_path",
+    "metadata",
+)
+if TrialRecord.__struct_fields__ != _POSITIONAL:  # pragma: no cover - a guard for editors
+    raise ImportError("TrialRecord's fields changed: update parse_result's positional call")
 
 
 # lenient path -------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ class StepRecord(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
     cost_usd: float | None = None
 
 
-class TrialRecord(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
+class TrialRecord(msgspec.Struct, omit_defaults=True, gc=False):
     """One attempt of a task, from a trial's ``result.json``.
 
     Identity: ``job_id``, ``trial_name``, ``task_name``, ``attempt`` (0-based index within

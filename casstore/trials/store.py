@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import lmdb
 import msgspec
 
 from casstore.errors import UnknownReferenceError, UsageError
@@ -134,21 +135,118 @@ def _import_dir(
         if existing_record.dictionary:
             dictionary = index.read(lambda txn: txn.get("zstd_dicts", existing_record.dictionary))
     advance = (lambda label: progress.advance(label)) if progress is not None else None
-    parsed = read_job(
-        job_dir,
-        reward_key,
-        name=name or (existing_record.name if existing_record else None),
-        skip=_dir_names_for(job_dir, skip),
-        dictionary=dictionary,
-        progress=advance,
-    )
+    # a new job's trials are written while the rest is parsed (one write transaction)
+    stream = _Stream(index, job_id) if existing_record is None else None
+    try:
+        parsed = read_job(
+            job_dir,
+            reward_key,
+            name=name or (existing_record.name if existing_record else None),
+            skip=_dir_names_for(job_dir, skip),
+            dictionary=dictionary,
+            progress=advance,
+            sink=stream,
+        )
+    except BaseException:
+        if stream is not None:
+            stream.abort()
+        raise
+    if stream is not None:
+        with paused_gc():
+            report = stream.finish(parsed)
+        if report is not None:
+            return report
 
     def body(txn: Txn) -> ImportReport:
-        return _store_job(txn, parsed, existing_record)
+        previous = existing_record
+        if previous is None:  # imported meanwhile by another process?
+            raw = txn.get("jobs", job_id)
+            previous = from_builtins(raw, JobRecord) if raw else None
+            _check_name(str(job_dir), job_id, name, previous)
+        return _store_job(txn, parsed, previous)
 
     _reserve(store, parsed)
     with paused_gc():
         return index.write(body)
+
+
+class _Stream:
+    """The write of a new job whose chunks are stored as :func:`read_job` parses them (see
+    :class:`ChunkSink`): ``start`` grows the map for the job and opens the write transaction,
+    ``add`` writes a chunk's evidence and trial records, ``finish`` writes the rest as
+    :func:`_store_packed` does and commits. Anything unexpected (the job appeared meanwhile,
+    a full map, records the merge rewrote) aborts the transaction: ``finish`` then returns
+    None and the caller writes the parsed job the usual way."""
+
+    def __init__(self, index: Any, job_id: str) -> None:
+        self.index = index
+        self.job_id = job_id
+        self.txn: Any = None
+        self.failed = False
+
+    def start(self, trials: int) -> None:
+        env = self.index.env
+        _grow_map(env, _ROW_BYTES * trials)
+        while True:
+            try:
+                self.txn = env.begin(write=True)
+                break
+            except lmdb.MapResizedError:
+                env.set_mapsize(0)
+        txn = Txn(self.txn, self.index.dbs)
+        if txn.get("jobs", self.job_id) is not None or _has_trials(txn, self.job_id):
+            self.failed = True  # imported meanwhile: the usual path merges with it
+
+    def add(self, chunk: Any) -> None:
+        if self.failed or self.txn is None:
+            return
+        txn = Txn(self.txn, self.index.dbs)
+        try:
+            evidence = list(zip(chunk.ev_keys, chunk.ev_values, strict=True))
+            _put_encoded(txn, "evidence", evidence, overwrite=False)  # kept: never replaced
+            _put_encoded(txn, "trials", list(zip(chunk.keys, chunk.records, strict=True)))
+        except lmdb.Error:
+            self.failed = True
+
+    def finish(self, parsed: ImportedJob) -> ImportReport | None:
+        """Commit and report, or None (transaction aborted) when the job must be written
+        the usual way."""
+        if self.txn is None:
+            return None
+        packed = parsed.packed
+        if self.failed or packed is None or packed.rewritten:
+            self.abort()
+            return None
+        try:
+            txn = Txn(self.txn, self.index.dbs)
+            _put_dictionary(txn, parsed)
+            report = _store_packed(txn, parsed, None, rows=False)
+            self.txn.commit()
+        except lmdb.Error:
+            self.abort()
+            return None
+        self.txn = None
+        return report
+
+    def abort(self) -> None:
+        if self.txn is not None:
+            self.txn.abort()
+            self.txn = None
+
+
+_ROW_BYTES = 12288  # map bytes reserved per trial directory of a streamed job (2x a big row)
+
+
+def _grow_map(env: Any, need: int) -> None:
+    """Grow the LMDB map (doubling) to hold ``2 * need`` more bytes than it uses."""
+    info, stat = env.info(), env.stat()
+    used = (info["last_pgno"] + 1) * stat["psize"]
+    want = used + 2 * need
+    if want > info["map_size"]:
+        size = info["map_size"]
+        while size < want:
+            size *= 2
+        env.set_mapsize(size)
 
 
 def _check_name(where: str, job_id: str, name: str | None, previous: JobRecord | None) -> None:
@@ -164,21 +262,13 @@ def _check_name(where: str, job_id: str, name: str | None, previous: JobRecord |
 def _reserve(store: Store, parsed: ImportedJob) -> None:
     """Grow the LMDB map before one big write transaction, so that it is not retried from the
     start after each doubling (``Index.write`` grows on ``MapFullError``)."""
-    env = store.index.env
-    info, stat = env.info(), env.stat()
-    used = (info["last_pgno"] + 1) * stat["psize"]
     per_row = 2048 + 2 * (64 + 9 * len(parsed.table.keys))  # record, index and table bytes
     if parsed.packed is not None:
         evidence = sum(len(value) for _, value in parsed.packed.evidence)
         need = evidence + per_row * len(parsed.packed.names)
     else:
         need = sum(len(b) for b in parsed.evidence.values()) + per_row * len(parsed.trials)
-    want = used + 2 * need
-    if want > info["map_size"]:
-        size = info["map_size"]
-        while size < want:
-            size *= 2
-        env.set_mapsize(size)
+    _grow_map(store.index.env, need)
 
 
 def _dir_names_for(job_dir: Path, trial_names: set[str]) -> set[str]:
@@ -190,12 +280,7 @@ def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> Imp
     job_id = parsed.job_id
     record = parsed.record
     key = record.reward_key
-    if (
-        parsed.dictionary is not None
-        and record.dictionary is not None
-        and txn.get("zstd_dicts", record.dictionary) is None
-    ):
-        txn.put("zstd_dicts", record.dictionary, parsed.dictionary)
+    _put_dictionary(txn, parsed)
     if parsed.packed is not None and not _has_trials(txn, job_id):
         return _store_packed(txn, parsed, previous)
     new_names = set()
@@ -260,20 +345,35 @@ def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> Imp
     )
 
 
+def _put_dictionary(txn: Txn, parsed: ImportedJob) -> None:
+    """The job's zstd dictionary, unless stored already."""
+    record = parsed.record
+    if (
+        parsed.dictionary is not None
+        and record.dictionary is not None
+        and txn.get("zstd_dicts", record.dictionary) is None
+    ):
+        txn.put("zstd_dicts", record.dictionary, parsed.dictionary)
+
+
 def _has_trials(txn: Txn, job_id: str) -> bool:
     """Whether the store holds trial records of ``job_id``."""
     return next(iter(txn.items("trials", f"{job_id}/")), None) is not None
 
 
-def _store_packed(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> ImportReport:
+def _store_packed(
+    txn: Txn, parsed: ImportedJob, previous: JobRecord | None, rows: bool = True
+) -> ImportReport:
     """:func:`_store_job` for a job read by ``read_job`` whose trials are the job's only ones:
-    the packed records, evidence and table written as they are (nothing decoded)."""
+    the packed records, evidence and table written as they are (nothing decoded). ``rows``
+    False: the records and evidence are written already (:class:`_Stream`)."""
     packed = parsed.packed
     assert packed is not None
     job_id, record = parsed.job_id, parsed.record
-    # kept evidence is never replaced
-    _put_encoded(txn, "evidence", packed.evidence, overwrite=False)
-    _put_encoded(txn, "trials", list(zip(packed.keys, packed.records, strict=True)))
+    if rows:
+        # kept evidence is never replaced
+        _put_encoded(txn, "evidence", packed.evidence, overwrite=False)
+        _put_encoded(txn, "trials", list(zip(packed.keys, packed.records, strict=True)))
     txn.put("reward_tables", job_id, packed.table.to_bytes())
     codes: Counter[str] = Counter(packed.failures)
     for code in ("result_unreadable", "job_result_missing_partial", "trial_count_mismatch"):
