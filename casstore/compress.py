@@ -49,11 +49,14 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _WINDOW = 1 << 15
 _MAX_ZSTD_WINDOW = 1 << 27
 
-Write = Callable[[bytes], object]
+Write = Callable[[bytes | bytearray], object]
 
 
 class Encoder(Protocol):
-    """Compresses a stream handed over in blocks; ``write`` receives the compressed bytes."""
+    """Compresses a stream handed over in blocks; ``write`` receives the compressed bytes.
+
+    A block must not be modified once fed: the gzip encoder may still be compressing it on a
+    worker thread, and ``none`` hands the block itself to ``write``."""
 
     def feed(self, block: bytes | bytearray) -> None: ...
 
@@ -79,7 +82,7 @@ class _PlainEncoder:
         self._write = write
 
     def feed(self, block: bytes | bytearray) -> None:
-        self._write(bytes(block))
+        self._write(block)  # no copy: a fed block is never modified (see Encoder)
 
     def finish(self) -> None:
         pass

@@ -24,7 +24,9 @@ from casstore.tarformat import BLOCK, end_of_archive, header_bytes, pad
 __all__ = ["PackResult", "pack_tree", "write_archive"]
 
 _ZEROS = bytes(BLOCK)
-_OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO put in a file's place after the scan must not block the open (its
+# fstat then fails the pack); it changes nothing for a regular file.
+_OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _CHANGED = "entry changed while packing (size, mtime, inode or mode)"
 FLUSH_EVERY = 32 << 20  # archive bytes between two background fdatasync calls
 
@@ -146,21 +148,33 @@ def _write_other(entry: SourceEntry, stream: _TarStream) -> None:
 
 
 def _write_file(entry: SourceEntry, stream: _TarStream) -> None:
+    """A regular file: its header, its data and padding; the file must be the one the scan
+    saw (stat before and after the read) and hold exactly the scanned size."""
     name, info = entry.name, entry.stat
+    key = stat_key(info)
     try:
         fd = os.open(entry.path, _OPEN_FILE)
     except OSError as error:
         raise SourceChangedError(name, f"cannot open file: {error.strerror}") from error
     try:
-        if stat_key(os.fstat(fd)) != stat_key(info):
+        if stat_key(os.fstat(fd)) != key:
             raise SourceChangedError(name, _CHANGED)
         size = info.st_size
-        stream.write(header_bytes(name, "file", info.st_mode & 0o7777, size))
-        stream.copy_file(name, fd, size)
-        if stat_key(os.fstat(fd)) != stat_key(info):
-            raise SourceChangedError(name, _CHANGED)
+        stream.add_file(name, header_bytes(name, "file", info.st_mode & 0o7777, size), fd, size)
+        after = os.fstat(fd)
     finally:
         os.close(fd)
+    if stat_key(after) != key:
+        raise SourceChangedError(name, _changed_size(after.st_size, size) or _CHANGED)
+
+
+def _changed_size(now: int, size: int) -> str | None:
+    """The message for a file whose size went from ``size`` to ``now`` while it was read."""
+    if now > size:
+        return f"file grew while packing (now {now} bytes, beyond {size})"
+    if now < size:
+        return f"file shrank while packing (now {now} of {size} bytes)"
+    return None
 
 
 def _check_unchanged(entry: SourceEntry, now: os.stat_result) -> None:
@@ -192,9 +206,10 @@ def _readlink(entry: SourceEntry) -> str:
         ) from error
 
 
-def _read_into(fd: int, view: memoryview) -> int:
-    """Read from ``fd`` into ``view``; the one place file data enters the stream."""
-    return os.readv(fd, [view])
+def _read_into(fd: int, buffers: list[memoryview | bytearray]) -> int:
+    """Read from ``fd`` into ``buffers`` in turn (``os.readv``); the one place file data
+    enters the stream."""
+    return os.readv(fd, buffers)
 
 
 class _Sink:
@@ -206,7 +221,7 @@ class _Sink:
         self.address = new_hasher("sha256")
         self.size = 0
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         self.size += len(data)
         self._limits.check("max_archive_bytes", self.size, None)
         self.address.update(data)
@@ -229,7 +244,7 @@ class _Flusher:
         self._thread: threading.Thread | None = None
         self._error: OSError | None = None
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         self._handle.write(data)
         self._unsynced += len(data)
         if self._unsynced >= FLUSH_EVERY and not (self._thread and self._thread.is_alive()):
@@ -256,13 +271,22 @@ class _Flusher:
 
 class _TarStream:
     """The uncompressed tar stream in fixed ``CHUNK`` blocks: hashed (content digest, BLAKE3)
-    and handed to the encoder; file data is read straight into the block."""
+    and handed to the encoder; file data is read straight into the block.
+
+    A block is a fresh zeroed ``bytearray`` whose bytes from ``_fill`` on are never written
+    before they are counted, so padding and the end-of-archive zeros only advance ``_fill``
+    when they fit in the current block. ``max_expanded_bytes`` is checked after each piece
+    (header, data read, padding), as if each were a separate write.
+    """
 
     def __init__(self, encoder, limits: Limits) -> None:
         self._encoder = encoder
         self._limits = limits
+        self._max_offset = limits.max_expanded_bytes
         self._block = bytearray(CHUNK)
+        self._view = memoryview(self._block)
         self._fill = 0
+        self._scratch = bytearray(1)  # receives the byte past the expected end, if any
         self.offset = 0
         self.content = new_hasher("blake3")
 
@@ -272,7 +296,8 @@ class _TarStream:
             self._block[fill : fill + size] = data
             self._fill = fill + size
             self.offset += size
-            self._limits.check("max_expanded_bytes", self.offset, None)
+            if self.offset > self._max_offset:
+                self._over_limit()
             return
         view = memoryview(data)
         while view:
@@ -281,21 +306,60 @@ class _TarStream:
             self._advance(take)
             view = view[take:]
 
-    def copy_file(self, name: str, fd: int, size: int) -> None:
-        """Append ``size`` bytes of ``fd`` and the block padding; the file must hold exactly
-        ``size`` bytes (else :class:`SourceChangedError`)."""
+    def add_file(self, name: str, header: bytes, fd: int, size: int) -> None:
+        """Append ``header``, ``size`` bytes of ``fd`` and the block padding; the file must
+        end after exactly ``size`` bytes (else :class:`SourceChangedError`)."""
+        fill = self._fill
+        start = fill + len(header)
+        end = start + size
+        stop = end + pad(size)
+        if stop >= CHUNK or self.offset + (stop - fill) > self._max_offset:
+            self.write(header)  # crosses a block or reaches the limit: piece by piece
+            self._copy_file(name, fd, size)
+            return
+        self._block[fill:start] = header
+        window = self._view[start:end]
+        got = _read_into(fd, [window, self._scratch])
+        if got != size:
+            self._read_rest(name, fd, window, got, 0, size)
+        self._fill = stop  # the padding is already zero
+        self.offset += stop - fill
+
+    def _read_rest(
+        self, name: str, fd: int, window: memoryview, got: int, before: int, size: int
+    ) -> None:
+        """Complete the read of the last ``len(window)`` bytes of a ``size``-byte file (the
+        first ``before`` bytes are already read) after the first read into ``window`` and the
+        scratch byte returned ``got`` bytes, and check that the file ends there."""
+        want, done = len(window), 0
+        while got <= want - done:  # nothing reached the scratch byte
+            if got == 0:
+                raise SourceChangedError(
+                    name, f"file shrank while packing ({before + done}/{size})"
+                )
+            done += got
+            if done == want:
+                return
+            got = _read_into(fd, [window[done:], self._scratch])
+        raise SourceChangedError(name, f"file grew while packing (beyond {size} bytes)")
+
+    def _copy_file(self, name: str, fd: int, size: int) -> None:
+        """Append ``size`` bytes of ``fd`` and the padding, block by block."""
         left = size
-        while left:
-            window = memoryview(self._block)[
-                self._fill : self._fill + min(left, CHUNK - self._fill)
-            ]
-            got = _read_into(fd, window)
+        while True:
+            room = CHUNK - self._fill
+            if left < room:  # the rest fits: read it and check that the file ends there
+                window = self._view[self._fill : self._fill + left]
+                got = _read_into(fd, [window, self._scratch])
+                if got != left:
+                    self._read_rest(name, fd, window, got, size - left, size)
+                self._advance(left)
+                break
+            got = _read_into(fd, [self._view[self._fill :]])
             if got == 0:
                 raise SourceChangedError(name, f"file shrank while packing ({size - left}/{size})")
             left -= got
             self._advance(got)
-        if os.read(fd, 1):
-            raise SourceChangedError(name, f"file grew while packing (beyond {size} bytes)")
         if size % BLOCK:
             self.write(_ZEROS[: pad(size)])
 
@@ -309,11 +373,16 @@ class _TarStream:
     def _advance(self, count: int) -> None:
         self._fill += count
         self.offset += count
-        self._limits.check("max_expanded_bytes", self.offset, None)
+        if self.offset > self._max_offset:
+            self._over_limit()
         if self._fill == CHUNK:
             self._emit(self._block)
             self._block = bytearray(CHUNK)
+            self._view = memoryview(self._block)
             self._fill = 0
+
+    def _over_limit(self) -> None:
+        self._limits.check("max_expanded_bytes", self.offset, None)
 
     def _emit(self, block: bytearray) -> None:
         self.content.update(block)

@@ -1,0 +1,195 @@
+"""The packer's tar stream byte for byte: what CPython's tarfile writes for the same normalized
+members, whatever the file sizes (512-byte block and 1 MiB chunk boundaries) and however the
+kernel splits the reads; a file that grows or shrinks under the read, and the expanded-size
+limit, refused at the exact byte where the check fails."""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import tarfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import casstore.pack
+from casstore.compress import CHUNK
+from casstore.errors import LimitError, SourceChangedError
+from casstore.limits import Limits
+from casstore.pack import pack_tree
+from tests.helpers import make_task
+
+# Sizes around the block and chunk boundaries; the small files between them move the offset
+# at which each one starts, so some fit their chunk, some end exactly on it, some cross it.
+SIZES = [0, 1, 511, 512, 513, 4096, CHUNK - 1536, CHUNK - 1024, CHUNK - 512, CHUNK, CHUNK + 1]
+SIZES += [2 * CHUNK + 100]
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A task with files of every size in ``SIZES``, 300 small files of random sizes, a long
+    and a non-ASCII name (PAX headers), a link and an empty directory."""
+    task = make_task(tmp_path_factory.mktemp("stream"))
+    rng = random.Random(5)
+    for index, size in enumerate(SIZES):
+        (task / f"sized-{index:02d}.bin").write_bytes(rng.randbytes(size))
+        for small in range(25):
+            directory = task / f"sized-{index:02d}.d"
+            directory.mkdir(exist_ok=True)
+            (directory / f"{small:02d}").write_bytes(rng.randbytes(rng.randrange(0, 9000)))
+    (task / ("long-" + "n" * 120)).write_bytes(b"long name\n")
+    (task / "é.txt").write_bytes("é\n".encode())
+    os.symlink("sized-01.bin", task / "link")
+    (task / "empty").mkdir()
+    return task
+
+
+def _walk(directory: Path, name: str) -> Iterator[tuple[str, Path]]:
+    """Archive order: depth first, a directory before its children, sorted by name bytes."""
+    yield name, directory
+    for raw in sorted(os.listdir(os.fsencode(directory))):
+        path, child = directory / os.fsdecode(raw), f"{name}/{raw.decode()}"
+        if path.is_dir() and not path.is_symlink():
+            yield from _walk(path, child)
+        else:
+            yield child, path
+
+
+def reference_tar(task: Path) -> bytes:
+    """The canonical tar of ``task`` as written by ``tarfile`` (PAX format, normalized)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for name, path in _walk(task, task.name):
+            info = tarfile.TarInfo(name)
+            stat = path.lstat()
+            info.mode, info.mtime, info.uid, info.gid = stat.st_mode & 0o7777, 0, 0, 0
+            info.uname = info.gname = ""
+            if path.is_symlink():
+                info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
+                archive.addfile(info)
+            elif path.is_dir():
+                info.type = tarfile.DIRTYPE
+                archive.addfile(info)
+            else:
+                info.size = stat.st_size
+                with open(path, "rb") as data:
+                    archive.addfile(info, data)
+    return buffer.getvalue()
+
+
+def packed_stream(task: Path, limits: Limits | None = None) -> bytes:
+    buffer = io.BytesIO()
+    pack_tree(task, buffer, "none", limits)
+    return buffer.getvalue()
+
+
+def _wrap_read(monkeypatch, wrapper: Callable) -> None:
+    real = casstore.pack._read_into
+    monkeypatch.setattr(casstore.pack, "_read_into", lambda fd, buffers: wrapper(real, fd, buffers))
+
+
+def test_stream_equals_tarfile(task: Path) -> None:
+    assert packed_stream(task) == reference_tar(task)
+
+
+@pytest.mark.parametrize("most", [1000, 65_537])
+def test_short_reads_give_the_same_stream(task: Path, monkeypatch, most: int) -> None:
+    """The kernel may return fewer bytes than asked (network and FUSE file systems do)."""
+    reads: list[int] = []
+
+    def short(real, fd, buffers):
+        got = real(fd, [buffers[0][:most]] if len(buffers[0]) > most else buffers)
+        reads.append(got)
+        return got
+
+    _wrap_read(monkeypatch, short)
+    assert packed_stream(task) == reference_tar(task)
+    assert max(reads) == most
+
+
+def _on_first_read_of(path: Path, change: Callable[[], None], monkeypatch) -> None:
+    """Run ``change`` just before the first read of ``path`` (after its fstat): only the
+    reads can notice it."""
+    inode = path.stat().st_ino
+    done: list[bool] = []
+
+    def changing(real, fd, buffers):
+        if not done and os.fstat(fd).st_ino == inode:
+            done.append(True)
+            change()
+        return real(fd, buffers)
+
+    _wrap_read(monkeypatch, changing)
+
+
+@pytest.mark.parametrize("size", [100, 4096, CHUNK - 600, CHUNK + 1, 3 * CHUNK])
+def test_growth_seen_by_the_read_is_refused(tmp_path: Path, monkeypatch, size: int) -> None:
+    task = make_task(tmp_path)
+    target = task / "data.bin"
+    target.write_bytes(b"d" * size)
+
+    def grow() -> None:
+        with open(target, "ab") as handle:
+            handle.write(b"more")
+
+    _on_first_read_of(target, grow, monkeypatch)
+    with pytest.raises(SourceChangedError) as info:
+        packed_stream(task)
+    assert (info.value.path, info.value.rule) == (
+        "task/data.bin",
+        f"file grew while packing (beyond {size} bytes)",
+    )
+
+
+@pytest.mark.parametrize("size", [100, 4096, CHUNK - 600, CHUNK + 1, 3 * CHUNK])
+def test_shrinking_seen_by_the_read_is_refused(tmp_path: Path, monkeypatch, size: int) -> None:
+    task = make_task(tmp_path)
+    target = task / "data.bin"
+    target.write_bytes(b"d" * size)
+    _on_first_read_of(target, lambda: os.truncate(target, size // 2), monkeypatch)
+    with pytest.raises(SourceChangedError) as info:
+        packed_stream(task)
+    assert (info.value.path, info.value.rule) == (
+        "task/data.bin",
+        f"file shrank while packing ({size // 2}/{size})",
+    )
+
+
+def _limit_cases() -> list:
+    """(bound, expected value): the stream offset after the piece (header, data, padding,
+    end of archive) that first goes beyond the bound, for ``task/data.bin`` of 1000 bytes."""
+    return [
+        pytest.param(lambda m, total: m.offset + 100, lambda m, total: m.offset_data, id="header"),
+        pytest.param(
+            lambda m, total: m.offset_data + 10, lambda m, total: m.offset_data + 1000, id="data"
+        ),
+        pytest.param(
+            lambda m, total: m.offset_data + 1001,
+            lambda m, total: m.offset_data + 1024,
+            id="padding",
+        ),
+        pytest.param(lambda m, total: total - 1, lambda m, total: total, id="end"),
+    ]
+
+
+@pytest.mark.parametrize(("bound", "value"), _limit_cases())
+def test_expanded_limit_stops_at_the_piece_that_passes_it(
+    tmp_path: Path, bound: Callable, value: Callable
+) -> None:
+    task = make_task(tmp_path)
+    (task / "data.bin").write_bytes(b"d" * 1000)
+    reference = reference_tar(task)
+    with tarfile.open(fileobj=io.BytesIO(reference)) as archive:
+        member = archive.getmember("task/data.bin")
+    limit = bound(member, len(reference))
+    with pytest.raises(LimitError) as info:
+        packed_stream(task, Limits(max_expanded_bytes=limit))
+    assert (info.value.limit, info.value.value, info.value.bound, info.value.path) == (
+        "max_expanded_bytes",
+        value(member, len(reference)),
+        limit,
+        None,
+    )
+    assert packed_stream(task, Limits(max_expanded_bytes=len(reference))) == reference
