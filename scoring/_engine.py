@@ -16,6 +16,7 @@ Pipeline (``n`` rows, ``C`` cells, ``T`` tasks, ``O`` outputs), all NumPy:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -232,17 +233,18 @@ def score(
         )
     if isinstance(views, str | Path):
         views = load_views(views)
-    rules = apply_rules(table)
-    partials = Partials.from_table(table, rules, threshold)
-    report = summarize(partials, ks=ks, group_by=group_by)
+    with ThreadPoolExecutor(1, thread_name_prefix="casstore-parity") as pool:
+        # the parity outputs only read the table: on a second thread, NumPy's loops (which
+        # release the GIL) overlap with the engine's
+        parity = pool.submit(_harbor_parity, table, metrics, metric_timeout) if harbor else None
+        rules = apply_rules(table)
+        partials = Partials.from_table(table, rules, threshold)
+        report = summarize(partials, ks=ks, group_by=group_by)
+        if parity is not None:
+            report.harbor_metrics, report.harbor_pass_at_k, report.harbor_evals = parity.result()
     report.jobs = list(table.jobs)
     report.diagnostics = rules.diagnostics
     report.table = table
-    if harbor:
-        rewards = HarborRewards.from_table(table)
-        report.harbor_metrics = _harbor_metrics(rewards, metrics, metric_timeout)
-        report.harbor_pass_at_k = harbor_pass_at_k(rewards)
-        report.harbor_evals = _harbor_evals(rewards, metrics, metric_timeout, report)
     if views:
         report.views = evaluate_views(list(views), _lookup(report, metrics))
     return report
@@ -263,14 +265,17 @@ def _harbor_metrics(
     return out
 
 
-def _harbor_evals(
-    rewards: HarborRewards, metrics: Sequence[str | Path], timeout: float, report: ScoreReport
-) -> dict[str, dict[str, Any]]:
-    """Per evals key, as Harbor's ``Job`` fills ``stats.evals[key]``."""
-    assert report.harbor_metrics is not None and report.harbor_pass_at_k is not None
+def _harbor_parity(
+    table: RewardTable, metrics: Sequence[str | Path], timeout: float
+) -> tuple[list[dict[str, Any]], dict[str, dict[int, float]], dict[str, dict[str, Any]]]:
+    """Harbor's metrics over the run, its pass@k per evals key, and both per evals key (as
+    Harbor's ``Job`` fills ``stats.evals[key]``)."""
+    rewards = HarborRewards.from_table(table)
+    overall = _harbor_metrics(rewards, metrics, timeout)
+    pass_at_k = harbor_pass_at_k(rewards)
     keys = rewards.evals_keys
     if len(keys) == 1:
-        per_metric = [report.harbor_metrics]
+        per_metric = [overall]
     else:
         columns = []
         for spec in metrics:
@@ -284,10 +289,11 @@ def _harbor_evals(
                     ]
                 )
         per_metric = [[column[g] for column in columns] for g in range(len(keys))]
-    return {
-        key: {"metrics": per_metric[g], "pass_at_k": report.harbor_pass_at_k.get(key, {})}
+    evals = {
+        key: {"metrics": per_metric[g], "pass_at_k": pass_at_k.get(key, {})}
         for g, key in enumerate(keys)
     }
+    return overall, pass_at_k, evals
 
 
 def _lookup(report: ScoreReport, metrics: Sequence[str | Path]):

@@ -48,6 +48,7 @@ bit, and Min/Max may return ``1.0`` where Harbor returns ``1``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -137,7 +138,7 @@ def _vector_sum(values: np.ndarray) -> float | None:
     low, high = float(values.min()), float(values.max())
     if not (np.isfinite(low) and np.isfinite(high)) or low == high == 0.0:
         return None  # NaN/∞ elements, or the signed-zero question of an all-zero sum
-    exact = exact_bin_sums(values, None, 1, low, high)
+    exact = exact_bin_sums(values, low, high)
     if exact is not None and exact.totals[0]:
         return exact.rounded(exact.totals[0])
     n = float(values.size)
@@ -210,21 +211,30 @@ class ExactSums:
         return total / (1 << -self.exponent)
 
 
+BinSums = Callable[[np.ndarray], list[Any]]
+"""Exact sums per bin of an integer-valued column (int64 or float64[n]) whose partial sums all
+stay below ``2**52`` in magnitude, in any order."""
+
+
+def one_bin(column: np.ndarray) -> list[Any]:
+    """:data:`BinSums` with a single bin: the column's total."""
+    return [column.sum()]
+
+
 def exact_bin_sums(
-    values: np.ndarray, bins: np.ndarray | None, nbins: int, low: float, high: float
+    values: np.ndarray, low: float, high: float, bin_sums: BinSums = one_bin
 ) -> ExactSums | None:
     """The exact sum of the finite ``values`` (float64[n], between ``low`` and ``high``) in
-    each of ``nbins`` bins (``bins`` int[n]; None: one bin), when CPython's ``sum`` over any
-    subset of them is that exact sum correctly rounded; None otherwise (or when ``values`` are
-    all zero).
+    each bin of ``bin_sums``, when CPython's ``sum`` over any subset of them is that exact sum
+    correctly rounded; None otherwise (or when ``values`` are all zero).
 
     Why: every value is a multiple of ``2**q``, the ulp of the smallest non-zero ``|x|``. When
     ``n · F < 2**(q + 106)`` (``F`` the largest running sum, at most ``n · max|x|``; checked
     with a factor 2 of margin), CPython's compensation term is the exact sum of the rounding
     errors (see :func:`_vector_sum`), so the result ``f ⊕ c`` is ``fl(f + c) = fl(S)``: the
     exact sum, rounded once. The exact sums come from the integers ``x / 2**q`` (int64: below
-    ``2**63`` in magnitude) split into limbs small enough that ``np.bincount``'s float64
-    accumulation of ``n`` of them is exact (every partial sum an integer below ``2**52``).
+    ``2**63`` in magnitude) split into limbs small enough that any float64 accumulation of
+    ``n`` of them is exact (every partial sum an integer below ``2**52``).
     """
     n, magnitude = values.size, max(-low, high)
     if not n or magnitude == 0.0:
@@ -239,15 +249,13 @@ def exact_bin_sums(
         return None
     limb = 52 - n.bit_length()  # n numbers below 2**limb: every partial sum below 2**52
     integers = np.ldexp(values, -q).astype(np.int64)
-    totals, shift = [0] * nbins, 0
+    totals: list[int] | None = None
+    shift = 0
     while True:
         last = bits - shift <= limb  # the signed remainder is below 2**limb in magnitude
         part = integers if last else integers & ((1 << limb) - 1)
-        if bins is None:
-            sums = [int(part.sum())]
-        else:
-            sums = np.bincount(bins, weights=part, minlength=nbins).tolist()
-        totals = [total + (int(value) << shift) for total, value in zip(totals, sums, strict=True)]
+        sums = [int(value) << shift for value in bin_sums(part)]
+        totals = sums if totals is None else [a + b for a, b in zip(totals, sums, strict=True)]
         if last:
             return ExactSums(q, totals)
         integers = integers >> limb
@@ -352,6 +360,24 @@ class HarborRewards:
         return np.where(self.valid, 0 if keys == 1 else self.group, keys)
 
     @cached_property
+    def indicator(self) -> np.ndarray | None:
+        """float64[G, n]: 1.0 where the row is held under evals key ``g`` (for up to 16 keys;
+        a matrix-vector product then sums a column per key, faster than ``bincount``)."""
+        keys = len(self.evals_keys)
+        if not 1 < keys <= 16:
+            return None
+        return np.stack([(self.bins == g).view(np.uint8) for g in range(keys)]).astype(np.float64)
+
+    def bin_sums(self, column: np.ndarray) -> list[Any]:
+        """:data:`BinSums` per evals key. Rows not held must hold 0 (as :meth:`values_of`)."""
+        keys = len(self.evals_keys)
+        if keys == 1:
+            return [column.sum()]
+        if self.indicator is not None:  # exact: integers below 2**52 add exactly in any order
+            return (self.indicator @ column.astype(np.float64, copy=False)).tolist()
+        return np.bincount(self.bins, weights=column, minlength=keys + 1)[:keys].tolist()
+
+    @cached_property
     def patterns(self) -> np.ndarray | None:
         """int64[G + 1, 2**(O + 1)]: rows per evals key (row ``G``: rows not held) and presence
         pattern (bit ``o``: the mapping carries output ``o``; bit ``O``: the row has a mapping),
@@ -410,8 +436,8 @@ class HarborRewards:
         return np.bincount(self.bins[self.scored & (count != 1)], minlength=keys + 1)[:keys] > 0
 
     def exact_sums(self, output: int) -> ExactSums | None:
-        """Exact sums of one output's values per evals key (bin ``len(evals_keys)``: rows not
-        held), when CPython's ``sum`` gives them correctly rounded (:func:`exact_bin_sums`);
+        """Exact sums of one output's values per evals key, when CPython's ``sum`` gives them
+        correctly rounded (:func:`exact_bin_sums`);
         None otherwise (non-finite or all-zero values, too wide a range)."""
         if output not in self._exact:
             self._exact[output] = self._exact_sums(output)
@@ -424,11 +450,9 @@ class HarborRewards:
         low, high = float(values.min()), float(values.max())
         if not (math.isfinite(low) and math.isfinite(high)):
             return None
-        nbins = len(self.evals_keys) + 1
-        if _integral(values, low, high):  # every partial sum exact: one bincount
-            totals = np.bincount(self.bins, weights=values, minlength=nbins).tolist()
-            return ExactSums(0, [int(total) for total in totals])
-        return exact_bin_sums(values, self.bins, nbins, low, high)
+        if _integral(values, low, high):  # every partial sum exact: one pass
+            return ExactSums(0, [int(total) for total in self.bin_sums(values)])
+        return exact_bin_sums(values, low, high, self.bin_sums)
 
     def _narrow(self, valid: np.ndarray, group: np.ndarray, keys: list[str]) -> HarborRewards:
         return HarborRewards(
@@ -523,7 +547,7 @@ def harbor_metrics_by_group(
     def total(g: int, o: int) -> float:
         exact = rewards.exact_sums(o)
         if exact is not None:
-            value = exact.rounded(sum(exact.totals[:keys]) if merged else exact.totals[g])
+            value = exact.rounded(sum(exact.totals) if merged else exact.totals[g])
             if value is not None:
                 return value
         result = _vector_sum(rewards.values_of(o)[member(g)])
