@@ -315,25 +315,12 @@ class _EvidenceEntry(msgspec.Struct, gc=False):
     size: int
 
 
-def _read_file(name: str, dir_fd: int | None, job_dir: str) -> bytes:
-    """``<name>/result.json`` (relative to ``dir_fd``, else under ``job_dir``): one
-    ``open``/``read``/``close`` for files below 64 KiB, no Python file object."""
-    relative = name + "/result.json"
-    fd = (
-        os.open(relative, _OPEN_FLAGS, dir_fd=dir_fd)
-        if dir_fd is not None
-        else os.open(f"{job_dir}/{relative}", _OPEN_FLAGS)
-    )
-    try:
-        data = os.read(fd, _READ_SIZE)
-        if len(data) == _READ_SIZE:
-            parts = [data]
-            while part := os.read(fd, 1 << 20):
-                parts.append(part)
-            data = b"".join(parts)
-    finally:
-        os.close(fd)
-    return data
+def _read_rest(fd: int, head: bytes) -> bytes:
+    """``head`` and the rest of the file open at ``fd``."""
+    parts = [head]
+    while part := os.read(fd, 1 << 20):
+        parts.append(part)
+    return b"".join(parts)
 
 
 def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _Chunk:
@@ -352,9 +339,18 @@ def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _C
         sha256 = hashlib.sha256
         dict_id = evidence.id
         prefix = job_dir + "/"
+        base = "" if dir_fd is not None else prefix
+        open_, read, close = os.open, os.read, os.close
         for index, name in enumerate(names):
-            try:
-                data = _read_file(name, dir_fd, job_dir)
+            path = name + "/result.json"
+            try:  # one open/read/close, no Python file object
+                fd = open_(base + path, _OPEN_FLAGS, dir_fd=dir_fd)
+                try:
+                    data = read(fd, _READ_SIZE)
+                    if len(data) == _READ_SIZE:
+                        data = _read_rest(fd, data)
+                finally:
+                    close(fd)
             except FileNotFoundError:
                 errors.append((index, "result.json missing"))
                 continue
@@ -368,7 +364,7 @@ def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _C
                     reward_key,
                     evidence="sha256:" + sha256(data).hexdigest(),
                     evidence_dict=dict_id,
-                    result_path=prefix + name + "/result.json",
+                    result_path=prefix + path,
                 )
             except ResultUnreadable as error:
                 if not data or data.isspace():
@@ -398,7 +394,6 @@ def _pack_chunk(
     """The chunk's records with their attempts (within the chunk), encoded, and its table
     columns."""
     encode = _ENCODER.encode
-    n = len(records)
     names = [r.trial_name for r in records]
     tasks = [r.task_name for r in records]
     started = [r.started_at or "" for r in records]
@@ -412,52 +407,68 @@ def _pack_chunk(
         encode(_EvidenceEntry(dict_id, blob, r.evidence_bytes))
         for r, blob in zip(records, blobs, strict=True)
     ]
-    flags = bytes(
-        [
+    # the table columns: computed once per distinct (rewards, flags, labels) combination
+    combos: dict[tuple[Any, ...], int] = {}
+    firsts: list[TrialRecord] = []
+    rows_combo: list[int] = []
+    for r in records:
+        combo = (
+            id(r.rewards),
+            id(r.kinds),
+            r.valid,
+            r.has_verifier,
+            r.exception_type,
+            r.failure,
+            r.agent_name,
+            r.agent_version,
+            r.model_name,
+            r.source,
+        )
+        k = combos.get(combo)
+        if k is None:
+            k = combos[combo] = len(firsts)
+            firsts.append(r)
+        rows_combo.append(k)
+    m = len(firsts)
+    c_flags = np.zeros(m, np.uint8)
+    c_primary = np.full(m, math.nan, np.float64)
+    c_primary_kind = np.zeros(m, np.int8)
+    label_maps: list[dict[str, int]] = [{"": 0} for _ in _LABELS]
+    agent_l, model_l, dataset_l, exception_l, failure_l = label_maps
+    c_codes = np.zeros((len(_LABELS), m), np.int32)
+    secondary: list[tuple[int, str, float | int, int]] = []
+    for k, r in enumerate(firsts):
+        c_flags[k] = (
             (r.exception_type is not None) * _EXCEPTION
             | (not r.has_verifier) * _NO_VERIFIER
             | (not r.valid) * _INVALID
-            for r in records
-        ]
-    )
-    primary = np.full(n, math.nan, np.float64)
-    primary_kind = np.zeros(n, np.int8)
-    secondary: list[tuple[int, str, float | int, int]] = []
-    primary_rows: list[int] = []
-    primary_values: list[float] = []
-    primary_kinds: list[int] = []
-    for i, r in enumerate(records):
+        )
         rewards = r.rewards
         if rewards and r.valid:
             row_kinds = r.kinds
             for key, value in rewards.items():
                 if key == reward_key:
-                    primary_rows.append(i)
-                    primary_values.append(float(value))
-                    primary_kinds.append(row_kinds.get(key, _NUMBER))
+                    c_primary[k] = float(value)
+                    c_primary_kind[k] = row_kinds.get(key, _NUMBER)
                 else:
-                    secondary.append((i, key, value, row_kinds.get(key, _NUMBER)))
-    if primary_rows:
-        primary[primary_rows] = primary_values
-        primary_kind[primary_rows] = primary_kinds
-    label_maps: list[dict[str, int]] = [{"": 0} for _ in _LABELS]
-    agent_l, model_l, dataset_l, exception_l, failure_l = label_maps
-    codes = [
-        [agent_l.setdefault(f"{r.agent_name}@{r.agent_version}", len(agent_l)) for r in records],
-        [model_l.setdefault(r.model_name or "", len(model_l)) for r in records],
-        [dataset_l.setdefault(r.source or "", len(dataset_l)) for r in records],
-        [exception_l.setdefault(r.exception_type or "", len(exception_l)) for r in records],
-        [failure_l.setdefault(r.failure or failure_of(r) or "", len(failure_l)) for r in records],
-    ]
+                    secondary.append((k, key, value, row_kinds.get(key, _NUMBER)))
+        c_codes[:, k] = (
+            agent_l.setdefault(f"{r.agent_name}@{r.agent_version}", len(agent_l)),
+            model_l.setdefault(r.model_name or "", len(model_l)),
+            dataset_l.setdefault(r.source or "", len(dataset_l)),
+            exception_l.setdefault(r.exception_type or "", len(exception_l)),
+            failure_l.setdefault(r.failure or failure_of(r) or "", len(failure_l)),
+        )
     value_keys = sorted({key for _, key, _, _ in secondary})
-    values = np.full((n, len(value_keys)), math.nan, np.float64)
-    kinds = np.zeros((n, len(value_keys)), np.int8)
+    c_values = np.full((m, len(value_keys)), math.nan, np.float64)
+    c_kinds = np.zeros((m, len(value_keys)), np.int8)
     if secondary:
         column = {k: j for j, k in enumerate(value_keys)}
-        for i, key, value, kind in secondary:
+        for k, key, value, kind in secondary:
             j = column[key]
-            values[i, j] = value
-            kinds[i, j] = kind
+            c_values[k, j] = value
+            c_kinds[k, j] = kind
+    at = np.array(rows_combo, np.intp)
     return _Chunk(
         rows=np.array(rows, np.int32).tobytes(),
         errors=errors,
@@ -468,14 +479,14 @@ def _pack_chunk(
         records=list(map(encode, records)),
         ev_keys=ev_keys,
         ev_values=ev_values,
-        flags=flags,
-        primary=primary.tobytes(),
-        primary_kind=primary_kind.tobytes(),
-        labels=[list(m) for m in label_maps],
-        codes=[np.array(c, np.int32).tobytes() for c in codes],
+        flags=c_flags[at].tobytes(),
+        primary=c_primary[at].tobytes(),
+        primary_kind=c_primary_kind[at].tobytes(),
+        labels=[list(labels) for labels in label_maps],
+        codes=[column[at].tobytes() for column in c_codes],
         value_keys=value_keys,
-        values=values.tobytes(),
-        kinds=kinds.tobytes(),
+        values=c_values[at].tobytes(),
+        kinds=c_kinds[at].tobytes(),
         order=np.array(order, np.int32).tobytes(),
         attempts=np.array(attempts, np.int32).tobytes(),
         segments=segments,
