@@ -884,6 +884,7 @@ def read_job(
     workers: int | None = None,
     check_harbor: bool = True,
     sink: ChunkSink | None = None,
+    trial_dirs: list[str] | None = None,
 ) -> ImportedJob:
     """Parse one Harbor job directory (no store involved).
 
@@ -895,6 +896,8 @@ def read_job(
     ``check_harbor``: validate job files and a sample of trials (up to ``DRIFT_SAMPLE``)
     with Harbor's own models to report ``harbor_schema_drift``. ``sink``: receives the parsed
     chunks as they come (see :class:`ChunkSink`; the store's import writes them meanwhile).
+    ``trial_dirs``: the visible sub-directories of ``path``, sorted, when the caller listed
+    them already.
 
     Diagnostics (``code``): ``job_result_missing_partial``, ``trial_count_mismatch``,
     ``result_unreadable`` (with the trial directories), ``harbor_schema_drift``,
@@ -911,7 +914,7 @@ def read_job(
     lock = _decode(_read_bytes(path / "lock.json"))
     job_id = job_id_of(path, job_result, config_bytes)
     skipped = set(skip)
-    all_names = _subdir_names(path)
+    all_names = _subdir_names(path) if trial_dirs is None else trial_dirs
     names = [n for n in all_names if n not in skipped]
     # a dictionary trained on a sample, then parse (in parallel when large)
     if dictionary is None:

@@ -36,6 +36,7 @@ from casstore.store.index import Txn
 from casstore.trials.evidence import decompress
 from casstore.trials.jobs import (
     ImportedJob,
+    _subdir_names,
     assign_attempts,
     find_jobs,
     job_counts,
@@ -98,10 +99,14 @@ def import_jobs(
     if name is not None and len(job_dirs) + len(files) != 1:
         raise UsageError(name, "--name needs a single job")
     reports: list[ImportReport] = []
+    # each job directory listed once (scandir, no stat per entry): for the total and the parse
+    listings = {job_dir: _subdir_names(job_dir) for job_dir in job_dirs}
     if progress is not None:
-        progress.start(sum(_count_subdirs(d) for d in job_dirs))
+        progress.start(sum(len(names) for names in listings.values()))
     for job_dir in job_dirs:
-        reports.append(_import_dir(store, job_dir, reward_key, name, progress))
+        reports.append(
+            _import_dir(store, job_dir, reward_key, name, progress, listings.pop(job_dir))
+        )
     for file in files:
         key, records = read_trials_jsonl(file)
         by_job: dict[str, list[TrialRecord]] = {}
@@ -112,12 +117,13 @@ def import_jobs(
     return reports
 
 
-def _count_subdirs(path: Path) -> int:
-    return sum(1 for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
-
-
 def _import_dir(
-    store: Store, job_dir: Path, reward_key: str, name: str | None, progress: Progress | None
+    store: Store,
+    job_dir: Path,
+    reward_key: str,
+    name: str | None,
+    progress: Progress | None,
+    trial_dirs: list[str],
 ) -> ImportReport:
     from casstore.trials.jobs import job_id_of
 
@@ -142,7 +148,8 @@ def _import_dir(
             job_dir,
             reward_key,
             name=name or (existing_record.name if existing_record else None),
-            skip=_dir_names_for(job_dir, skip),
+            skip=skip & set(trial_dirs),  # Harbor names trial directories after their trials
+            trial_dirs=trial_dirs,
             dictionary=dictionary,
             progress=advance,
             sink=stream,
@@ -269,11 +276,6 @@ def _reserve(store: Store, parsed: ImportedJob) -> None:
     else:
         need = sum(len(b) for b in parsed.evidence.values()) + per_row * len(parsed.trials)
     _grow_map(store.index.env, need)
-
-
-def _dir_names_for(job_dir: Path, trial_names: set[str]) -> set[str]:
-    """Directory names to skip: Harbor names trial directories after their trials."""
-    return {n for n in trial_names if (job_dir / n).is_dir()}
 
 
 def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> ImportReport:
