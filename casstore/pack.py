@@ -7,6 +7,7 @@ machine (SPEC section 2). The stream is built in fixed blocks and never held who
 from __future__ import annotations
 
 import os
+import queue
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ _ZEROS = bytes(BLOCK)
 _OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _CHANGED = "entry changed while packing (size, mtime, inode or mode)"
 FLUSH_EVERY = 32 << 20  # archive bytes between two background fdatasync calls
+BACKGROUND_BLOCKS = 4  # full blocks that may wait to be hashed and compressed
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,13 +122,16 @@ def write_archive(
     """Write the archive of an already scanned ``tree`` to ``out`` (None: digests only)."""
     sink = _Sink(out, limits)
     stream = _TarStream(new_encoder(compression, sink.write), limits)
-    for entry in tree.entries:
-        if entry.kind == "file":
-            _write_file(entry, stream)
-        else:
-            _write_other(entry, stream)
-    _check_directories_unchanged(tree)
-    stream.close()
+    try:
+        for entry in tree.entries:
+            if entry.kind == "file":
+                _write_file(entry, stream)
+            else:
+                _write_other(entry, stream)
+        _check_directories_unchanged(tree)
+        stream.close()
+    finally:
+        stream.stop()  # on an error: an error met by the earlier blocks replaces it
     return PackResult(
         address=sink.address.digest(),
         content_digest=stream.content.digest(),
@@ -271,7 +276,8 @@ class _Flusher:
 
 class _TarStream:
     """The uncompressed tar stream in fixed ``CHUNK`` blocks: hashed (content digest, BLAKE3)
-    and handed to the encoder; file data is read straight into the block.
+    and handed to the encoder, on a background thread once a block is full (see
+    :class:`_Background`); file data is read straight into the block.
 
     A block is a fresh zeroed ``bytearray`` whose bytes from ``_fill`` on are never written
     before they are counted, so padding and the end-of-archive zeros only advance ``_fill``
@@ -289,6 +295,7 @@ class _TarStream:
         self._scratch = bytearray(1)  # receives the byte past the expected end, if any
         self.offset = 0
         self.content = new_hasher("blake3")
+        self._background: _Background | None = None  # hashes and encodes full blocks
 
     def write(self, data: bytes) -> None:
         fill, size = self._fill, len(data)
@@ -366,9 +373,20 @@ class _TarStream:
     def close(self) -> None:
         """Write the end-of-archive blocks and flush everything to the encoder."""
         self.write(end_of_archive(self.offset))
-        if self._fill:
-            self._emit(self._block[: self._fill])
+        if self._fill and self._background is not None:
+            self._background.put(self._block[: self._fill])
+        elif self._fill:  # the whole stream in one block: no thread to start
+            self._encode(self._block[: self._fill])
+        self.stop()
         self._encoder.finish()
+
+    def stop(self) -> None:
+        """Hash and encode every block emitted so far, and stop the background thread; raise
+        the error that hashing or encoding met, if any (it concerns earlier bytes of the stream
+        than anything the caller met since). Idempotent; call it on every way out."""
+        if self._background is not None:
+            background, self._background = self._background, None
+            background.join()
 
     def _advance(self, count: int) -> None:
         self._fill += count
@@ -385,5 +403,46 @@ class _TarStream:
         self._limits.check("max_expanded_bytes", self.offset, None)
 
     def _emit(self, block: bytearray) -> None:
+        """Hand a full block to the background thread (started by the first one)."""
+        if self._background is None:
+            self._background = _Background(self._encode)
+        self._background.put(block)
+
+    def _encode(self, block: bytearray) -> None:
         self.content.update(block)
         self._encoder.feed(block)
+
+
+class _Background:
+    """Runs ``work`` over the blocks handed to ``put``, in order, on a thread of its own, at
+    most ``BACKGROUND_BLOCKS`` blocks behind: reading files and building headers (Python code)
+    overlaps hashing, compressing and writing the archive (C code that releases the GIL).
+
+    After ``work`` fails, later blocks are skipped and ``put`` or ``join`` raise its error."""
+
+    def __init__(self, work) -> None:
+        self._work = work
+        self._blocks: queue.Queue[bytearray | None] = queue.Queue(BACKGROUND_BLOCKS)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="casstore-pack", daemon=True)
+        self._thread.start()
+
+    def put(self, block: bytearray) -> None:
+        if self._error is not None:
+            raise self._error
+        self._blocks.put(block)
+
+    def join(self) -> None:
+        """Wait until every block is done and the thread ends; raise the error met, if any."""
+        self._blocks.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def _run(self) -> None:
+        while (block := self._blocks.get()) is not None:
+            if self._error is None:
+                try:
+                    self._work(block)
+                except BaseException as error:  # raised again by put or join
+                    self._error = error

@@ -9,6 +9,7 @@ import io
 import os
 import random
 import tarfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 
 import casstore.pack
 from casstore.compress import CHUNK
-from casstore.errors import LimitError, SourceChangedError
+from casstore.errors import CheckError, LimitError, SourceChangedError
 from casstore.limits import Limits
 from casstore.pack import pack_tree
 from tests.helpers import make_task
@@ -193,3 +194,43 @@ def test_expanded_limit_stops_at_the_piece_that_passes_it(
         None,
     )
     assert packed_stream(task, Limits(max_expanded_bytes=len(reference))) == reference
+
+
+def _packing_threads() -> list[str]:
+    return [thread.name for thread in threading.enumerate() if thread.name == "casstore-pack"]
+
+
+def test_archive_limit_is_refused_after_the_block_that_passes_it(tmp_path: Path) -> None:
+    """Blocks are hashed and compressed on a background thread: its error is the packer's,
+    with the value of the sequential order ('none' writes each 1 MiB block as is)."""
+    task = make_task(tmp_path)
+    (task / "big.bin").write_bytes(random.Random(1).randbytes(3 * CHUNK))
+    with pytest.raises(LimitError) as info:
+        packed_stream(task, Limits(max_archive_bytes=CHUNK + 10))
+    assert (info.value.limit, info.value.value, info.value.bound) == (
+        "max_archive_bytes",
+        2 * CHUNK,
+        CHUNK + 10,
+    )
+    assert _packing_threads() == []
+
+
+def test_an_error_of_earlier_blocks_comes_before_a_later_change(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The archive limit is passed by the stream's second block; a file read after that block
+    changes: the limit is reported, as a packer without a background thread would."""
+    task = make_task(tmp_path)
+    (task / "a.bin").write_bytes(random.Random(2).randbytes(2 * CHUNK + 5000))
+    target = task / "z.txt"
+    for limits, error in [
+        (None, SourceChangedError),
+        (Limits(max_archive_bytes=CHUNK + 10), LimitError),
+    ]:
+        target.write_bytes(b"z" * 100)
+        _on_first_read_of(target, lambda: os.truncate(target, 0), monkeypatch)
+        with pytest.raises(CheckError) as info:
+            packed_stream(task, limits)
+        assert type(info.value) is error
+        assert _packing_threads() == []
+    assert (info.value.limit, info.value.value) == ("max_archive_bytes", 2 * CHUNK)
