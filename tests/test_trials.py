@@ -484,6 +484,54 @@ def test_parallel_parse_equals_serial(tmp_path: Path) -> None:
     assert serial.record.dictionary is not None  # 60 files: a trained dictionary
 
 
+def _worker_trouble(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trouble) -> Path:
+    """A job of 60 trials in chunks of 8, parsed by a worker where ``trouble()`` happens on
+    its first chunk; the calling process parses only once the worker is in trouble."""
+    import os
+    import time
+
+    import casstore.trials.jobs as jobs
+
+    trials = {f"t{i}__x": trial_json(trial_result(f"t{i % 7}", f"t{i}__x")) for i in range(60)}
+    job_dir = make_job(tmp_path / "job", trials)
+    monkeypatch.setattr(jobs, "CHUNK", 8)
+    marker = tmp_path / "worker-in-trouble"
+    parent = os.getpid()
+    original = jobs._read_chunk
+
+    def read_chunk(args, evidence):
+        if os.getpid() != parent:
+            marker.touch()
+            trouble()
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return original(args, evidence)
+
+    monkeypatch.setattr(jobs, "_read_chunk", read_chunk)
+    return job_dir
+
+
+def test_parallel_parse_raises_a_worker_error(tmp_path: Path, monkeypatch) -> None:
+    def trouble():
+        raise ValueError("worker broke")
+
+    job_dir = _worker_trouble(tmp_path, monkeypatch, trouble)
+    with pytest.raises(ValueError, match="worker broke"):
+        read_job(job_dir, workers=2)
+
+
+def test_parallel_parse_survives_a_dead_worker(tmp_path: Path, monkeypatch) -> None:
+    """A chunk a worker took and never delivered (it died) is parsed by the calling process."""
+    import os
+
+    job_dir = _worker_trouble(tmp_path, monkeypatch, lambda: os._exit(3))
+    parallel = read_job(job_dir, workers=2)
+    serial = read_job(job_dir, workers=1)
+    assert [r.trial_name for r in parallel.trials] == [r.trial_name for r in serial.trials]
+    assert len(parallel.trials) == 60 and parallel.evidence == serial.evidence
+
+
 def _dump(record) -> str:
     import msgspec
 

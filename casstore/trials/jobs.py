@@ -13,9 +13,11 @@ import gc
 import hashlib
 import math
 import os
+import pickle
+import select
+import struct
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -517,18 +519,7 @@ def _attempts(
     return order, attempts, segments
 
 
-_WORKER: dict[str, Any] = {}
 _ENCODER = msgspec.msgpack.Encoder()
-
-
-def _worker_init(dictionary: bytes | None) -> None:
-    _WORKER["evidence"] = Evidence(dictionary)
-
-
-def _worker_chunk(args: tuple[str, list[str], str, str]) -> bytes:
-    """A chunk parsed in a worker, msgpack-encoded."""
-    with paused_gc():
-        return _ENCODER.encode(_read_chunk(args, _WORKER["evidence"]))
 
 
 _CHUNK_DECODER = msgspec.msgpack.Decoder(_Chunk)
@@ -842,34 +833,165 @@ def _read_all(
         _advance(progress, chunks[i][1])
         return chunk
 
-    if workers <= 1 or len(chunks) < 2:
+    if workers <= 1 or len(chunks) < 2 or not hasattr(os, "fork"):
         return [done(_read_chunk(chunk, evidence), i) for i, chunk in enumerate(chunks)]
-    parts: list[_Chunk | None] = [None] * len(chunks)
-    with ProcessPoolExecutor(
-        workers - 1,
-        mp_context=_fork_context(),
-        initializer=_worker_init,
-        initargs=(evidence.dictionary,),
-    ) as pool:
-        remote = [pool.submit(_worker_chunk, chunk) for chunk in chunks]
-        collected = 0
+    return _read_parallel(chunks, evidence, workers - 1, done)
 
-        def collect(block: bool) -> int:
-            i = collected
-            while i < len(chunks) and parts[i] is None and (block or remote[i].done()):
-                parts[i] = done(_decode_chunk(remote[i].result()), i)
-                i += 1
-            while i < len(chunks) and parts[i] is not None:
-                i += 1
-            return i
 
-        for i in range(len(chunks) - 1, -1, -1):
-            if not remote[i].cancel():
-                break
+_MESSAGE = struct.Struct("<qqqq")  # worker, chunk index, offset, length (< 0: an error)
+
+
+def _read_parallel(
+    chunks: list[tuple[str, list[str], str, str]],
+    evidence: Evidence,
+    workers: int,
+    done: Callable[[_Chunk, int], _Chunk],
+) -> list[_Chunk]:
+    """:func:`_read_all` with ``workers`` forked processes. A shared pair of bounds says which
+    chunks are left: workers take the next one from the front, the calling process from the
+    back. A worker appends each parsed chunk (msgpack) to its own in-memory file and sends
+    where it is on a pipe; the calling process reads the finished ones between its own
+    chunks (no threads, no pickling) and hands them to ``done``. A chunk a dead worker took
+    is parsed by the calling process; a worker's exception is raised here."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    n = len(chunks)
+    bounds = context.RawArray("q", [0, n])  # [next from the front, end of the front's part]
+    lock = context.Lock()
+    parts: list[_Chunk | None] = [None] * n
+    files = [_scratch_file() for _ in range(workers)]
+    receive, send = os.pipe()
+    processes = []
+    try:
+        for worker, out in enumerate(files):
+            process = context.Process(
+                target=_worker_main,
+                args=(worker, chunks, evidence.dictionary, bounds, lock, out, send),
+                daemon=True,
+            )
+            process.start()
+            processes.append(process)
+        os.close(send)
+        send = -1
+        messages = _Messages(receive)
+
+        def collect(block: bool) -> bool:
+            """Take the workers' finished chunks; False once every worker has exited."""
+            found = messages.read(block)
+            if found is None:
+                return False
+            for worker, i, offset, length in found:
+                data = os.pread(files[worker], abs(length), offset)
+                if length < 0:
+                    raise pickle.loads(data)
+                parts[i] = done(_decode_chunk(data), i)
+            return True
+
+        while True:
+            with lock:
+                i = bounds[1] - 1
+                if i < bounds[0]:
+                    break
+                bounds[1] = i
             parts[i] = done(_read_chunk(chunks[i], evidence), i)
-            collected = collect(False)
-        collected = collect(True)
+            collect(False)
+        while None in parts and collect(True):
+            pass
+        for i, part in enumerate(parts):  # taken by a worker that died
+            if part is None:
+                parts[i] = done(_read_chunk(chunks[i], evidence), i)
+    finally:
+        for process in processes:
+            if process.is_alive() and None in parts:
+                process.terminate()
+            process.join()
+        for fd in [*files, receive, send]:
+            if fd >= 0:
+                os.close(fd)
     return [part for part in parts if part is not None]
+
+
+class _Messages:
+    """Fixed-size messages from a pipe (non-blocking reads; partial ones kept)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.pending = b""
+        os.set_blocking(fd, False)
+
+    def read(self, block: bool) -> list[tuple[int, int, int, int]] | None:
+        """The complete messages available (waiting for one when ``block``); None at the
+        end (every writer closed, nothing left)."""
+        if block:
+            select.select([self.fd], [], [])
+        try:
+            data = os.read(self.fd, 1 << 16)
+        except BlockingIOError:
+            return []
+        if not data:
+            return None
+        data = self.pending + data
+        size = _MESSAGE.size
+        whole = len(data) - len(data) % size
+        self.pending = data[whole:]
+        return list(_MESSAGE.iter_unpack(data[:whole]))
+
+
+def _scratch_file() -> int:
+    """A file descriptor of an anonymous file (in memory where the platform allows)."""
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create("casstore-import", os.MFD_CLOEXEC)
+    import tempfile
+
+    with tempfile.TemporaryFile() as file:
+        return os.dup(file.fileno())
+
+
+def _worker_main(
+    worker: int,
+    chunks: list[tuple[str, list[str], str, str]],
+    dictionary: bytes | None,
+    bounds: Any,
+    lock: Any,
+    out: int,
+    send: int,
+) -> None:
+    """A worker process: parse chunks from the front until the bounds meet, each appended
+    (msgpack) to ``out``, its place sent on ``send``; an exception is sent pickled."""
+    gc.disable()
+    evidence = Evidence(dictionary)
+    offset = 0
+    while True:
+        with lock:
+            i = bounds[0]
+            if i >= bounds[1]:
+                return
+            bounds[0] = i + 1
+        try:
+            data = _ENCODER.encode(_read_chunk(chunks[i], evidence))
+            length = len(data)
+        except BaseException as error:  # sent to the calling process
+            data = _pickled(error)
+            length = -len(data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(out, view) :]
+        os.write(send, _MESSAGE.pack(worker, i, offset, length))
+        offset += len(data)
+        if length < 0:
+            return
+
+
+def _pickled(error: BaseException) -> bytes:
+    """``error`` pickled, or a RuntimeError with its traceback when it cannot be."""
+    try:
+        return pickle.dumps(error)
+    except Exception:  # whatever made it unpicklable
+        import traceback
+
+        text = "".join(traceback.format_exception(error))
+        return pickle.dumps(RuntimeError(f"import worker failed:\n{text}"))
 
 
 @paused_gc()
@@ -1039,15 +1161,6 @@ def _default_workers(n: int) -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # pragma: no cover - platforms without it
         return max(1, os.cpu_count() or 1)
-
-
-def _fork_context() -> Any:
-    import multiprocessing
-
-    try:
-        return multiprocessing.get_context("fork")
-    except ValueError:  # pragma: no cover - platforms without fork
-        return multiprocessing.get_context()
 
 
 def _sample[T](items: list[T], n: int) -> list[T]:
