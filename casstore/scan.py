@@ -65,6 +65,11 @@ class SourceTree:
         return "/".join((self.top, *parts))
 
 
+# _new_entry(SourceEntry, fields) is SourceEntry(*fields) without the NamedTuple's Python-level
+# __new__ (about 0.2 us of the scan's 2 us of Python per entry); fields in declaration order.
+_new_entry = tuple.__new__
+
+
 def stat_key(info: os.stat_result) -> tuple[int, ...]:
     """What must not change while an entry is packed: mode, inode, device, size, mtime_ns."""
     return (info.st_mode, info.st_ino, info.st_dev, info.st_size, info.st_mtime_ns)
@@ -103,18 +108,21 @@ def scan_tree(source: Path, limits: Limits) -> SourceTree:
 def _walk(root: Path, top: str, root_stat: os.stat_result, limits: Limits) -> list[SourceEntry]:
     """Every entry in archive order: depth first, a directory before its children, children
     sorted by name bytes."""
-    entries: list[SourceEntry] = []
     max_entries = limits.max_entries
-    stack = [SourceEntry((), "dir", root_stat, "", top, bytes(root))]
-    while stack:
-        entry = stack.pop()
-        entries.append(entry)
-        if len(entries) > max_entries:
-            limits.check("max_entries", len(entries), entry.name)
-        if entry.kind == "dir":
-            stack.extend(reversed(_children(entry, limits)))
-        elif entry.kind == "symlink":  # a link target is a path too (the reader checks it)
-            limits.check("max_path_bytes", len(entry.target.encode("utf-8")), entry.name)
+    entries = [SourceEntry((), "dir", root_stat, "", top, bytes(root))]
+    pending = [iter(_children(entries[0], limits))]  # the directories being walked
+    while pending:
+        for entry in pending[-1]:
+            entries.append(entry)
+            if len(entries) > max_entries:
+                limits.check("max_entries", len(entries), entry.name)
+            if entry.kind == "dir":  # its entries come before its next sibling
+                pending.append(iter(_children(entry, limits)))
+                break
+            if entry.kind == "symlink":  # a link target is a path too (the reader checks it)
+                limits.check("max_path_bytes", len(entry.target.encode("utf-8")), entry.name)
+        else:
+            pending.pop()
     return entries
 
 
@@ -141,9 +149,9 @@ def _children(directory: SourceEntry, limits: Limits) -> list[SourceEntry]:
             raise _vanished(name, error) from error
         mode = info.st_mode
         if stat.S_ISREG(mode):
-            children.append(SourceEntry((*parts, text), "file", info, "", name, path))
+            children.append(_new_entry(SourceEntry, ((*parts, text), "file", info, "", name, path)))
         elif stat.S_ISDIR(mode):
-            children.append(SourceEntry((*parts, text), "dir", info, "", name, path))
+            children.append(_new_entry(SourceEntry, ((*parts, text), "dir", info, "", name, path)))
         elif stat.S_ISLNK(mode):
             try:
                 target = _decode(os.readlink(path), name)
