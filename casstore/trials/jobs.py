@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -613,7 +614,8 @@ class ChunkSink(Protocol):
 class _Packed:
     """A job's parsed trials as the store keeps them (rows in trial-directory order):
     ``names`` (trial names), ``keys`` (``trials`` database keys), ``records`` (msgpack
-    records, attempts set), ``evidence`` (``evidence`` database ``(key, value)`` per row),
+    records, attempts set), ``ev_keys``/``ev_values`` (``evidence`` database entry per row;
+    ``evidence``: their pairs),
     ``failures`` (failure code → trials), ``counts`` (as :func:`job_counts`), ``table``;
     ``rewritten``: whether the merge changed or dropped records the chunks carried (a
     duplicate trial name, a task with trials in several chunks)."""
@@ -621,11 +623,16 @@ class _Packed:
     names: list[str]
     keys: list[bytes]
     records: list[bytes]
-    evidence: list[tuple[bytes, bytes]]
+    ev_keys: list[bytes]
+    ev_values: list[bytes]
     failures: dict[str, int]
     counts: dict[str, int]
     table: RewardTable
     rewritten: bool = False
+
+    @property
+    def evidence(self) -> list[tuple[bytes, bytes]]:
+        return list(zip(self.ev_keys, self.ev_values, strict=True))
 
 
 def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_key: str) -> _Packed:
@@ -633,13 +640,14 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
     record patched), the reward table built from the chunks' columns (rows sorted by task,
     attempt; labels numbered in order of first appearance), as :func:`assign_attempts` and
     :func:`table_from_records` do on records."""
-    names = [n for c in chunks for n in c.names]
-    tasks = [t for c in chunks for t in c.tasks]
-    started = [s for c in chunks for s in c.started]
-    keys = [k for c in chunks for k in c.keys]
-    records = [r for c in chunks for r in c.records]
-    ev_keys = [k for c in chunks for k in c.ev_keys]
-    ev_values = [v for c in chunks for v in c.ev_values]
+
+    def concatenated(name: str) -> list[Any]:
+        return list(chain.from_iterable(getattr(c, name) for c in chunks))
+
+    names, tasks, started, keys, records, ev_keys, ev_values = (
+        concatenated(name)
+        for name in ("names", "tasks", "started", "keys", "records", "ev_keys", "ev_values")
+    )
 
     def joined(name: str, dtype: Any) -> np.ndarray:
         parts = [np.frombuffer(getattr(c, name), dtype) for c in chunks]
@@ -652,9 +660,14 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
     label_codes: list[np.ndarray] = []
     for column, labels in enumerate(label_maps):
         parts = [np.zeros(0, np.int32)]
+        remaps: dict[tuple[str, ...], np.ndarray] = {}  # chunks mostly share their labels
         for c in chunks:
-            local = c.labels[column]
-            remap = np.array([labels.setdefault(v, len(labels)) for v in local], np.int32)
+            local = tuple(c.labels[column])
+            remap = remaps.get(local)
+            if remap is None:
+                remap = remaps[local] = np.array(
+                    [labels.setdefault(v, len(labels)) for v in local], np.int32
+                )
             parts.append(remap[np.frombuffer(c.codes[column], np.int32)])
         label_codes.append(np.concatenate(parts))
     value_keys = sorted({k for c in chunks for k in c.value_keys})
@@ -752,7 +765,8 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
         names=names,
         keys=keys,
         records=records,
-        evidence=list(zip(ev_keys, ev_values, strict=True)),
+        ev_keys=ev_keys,
+        ev_values=ev_values,
         failures=failures,
         counts=counts,
         table=table,
@@ -1058,10 +1072,11 @@ def read_job(
         for index, reason in chunk.errors:
             unreadable.append({"trial_dir": names[start + index], "reason": reason})
         readable.extend([names[start + i] for i in np.frombuffer(chunk.rows, np.int32).tolist()])
-    trial_names = [n for chunk in chunks for n in chunk.names]
+    trial_names = list(chain.from_iterable(chunk.names for chunk in chunks))
+    sorted_names = sorted(trial_names)  # (mostly sorted already: quick)
     kept: np.ndarray | None = None  # rows kept (None: all), the first of equal trial names
     duplicates: list[str] = []
-    if len(set(trial_names)) != len(trial_names):
+    if any(map(str.__eq__, sorted_names, islice(sorted_names, 1, None))):
         seen: set[str] = set()
         keep = np.ones(len(trial_names), bool)
         for i, (trial_dir, trial_name) in enumerate(zip(readable, trial_names, strict=True)):
@@ -1132,7 +1147,7 @@ def read_job(
         expected_trials=expected,
         expected_from=expected_from,
         trials=n_trials,
-        trial_names=sorted(packed.names),
+        trial_names=sorted_names if kept is None else sorted(packed.names),
         recorded_metrics=recorded,
         dictionary=evidence.id,
         failure_codes=_ordered(codes),

@@ -271,7 +271,7 @@ def _reserve(store: Store, parsed: ImportedJob) -> None:
     start after each doubling (``Index.write`` grows on ``MapFullError``)."""
     per_row = 2048 + 2 * (64 + 9 * len(parsed.table.keys))  # record, index and table bytes
     if parsed.packed is not None:
-        evidence = sum(len(value) for _, value in parsed.packed.evidence)
+        evidence = sum(map(len, parsed.packed.ev_values))
         need = evidence + per_row * len(parsed.packed.names)
     else:
         need = sum(len(b) for b in parsed.evidence.values()) + per_row * len(parsed.trials)
@@ -384,7 +384,8 @@ def _store_packed(
     if previous is not None:
         _keep_previous(record, previous, bool(packed.names))
     record.trials = len(packed.names)
-    record.trial_names = sorted(packed.names)
+    if len(record.trial_names) != len(packed.names):  # read_job sorted them already
+        record.trial_names = sorted(packed.names)
     record.failure_codes = {c: codes[c] for c in FAILURE_CODES if codes.get(c)}
     table = packed.table
     record.agents = [a for a in table.agents if a]
