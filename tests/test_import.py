@@ -386,6 +386,40 @@ def test_packed_import_stores_what_records_would(
     assert packed == decoded
 
 
+@pytest.mark.parametrize("overwrite", [True, False])
+@pytest.mark.parametrize("existing", [[], [b"a"], [b"a", b"k"], [b"m"], [b"z"]])
+@pytest.mark.parametrize("equal_keys", [False, True])
+def test_bulk_puts_append_as_plain_puts_store(
+    tmp_path: Path, overwrite: bool, existing: list[bytes], equal_keys: bool
+) -> None:
+    """Bulk puts append when every key is beyond the database's last one; equal keys among
+    the items and keys not beyond the last one end as plain puts leave them."""
+    from casstore.store.index import Index, Txn
+    from casstore.trials.store import _put_encoded
+
+    items = [(b"k", b"1"), (b"c", b"2"), (b"x", b"4"), (b"n", b"6")]
+    if equal_keys:
+        items += [(b"k", b"3"), (b"c", b"5")]
+
+    def stored(put) -> list[tuple[bytes, bytes]]:
+        with Index(tmp_path / f"i{len(list(tmp_path.iterdir()))}") as index:
+
+            def body(txn: Txn) -> list[tuple[bytes, bytes]]:
+                cursor = txn._txn.cursor(db=txn._dbs["evidence"])
+                for key in existing:
+                    cursor.put(key, b"old")
+                put(txn)
+                return list(txn._txn.cursor(db=txn._dbs["evidence"]))
+
+            return index.write(body)
+
+    def plain(txn: Txn) -> None:
+        cursor = txn._txn.cursor(db=txn._dbs["evidence"])
+        cursor.putmulti(sorted(items, key=lambda item: item[0]), overwrite=overwrite)
+
+    assert stored(lambda txn: _put_encoded(txn, "evidence", items, overwrite)) == stored(plain)
+
+
 def _stream_job(tmp_path: Path, n: int = 30) -> Path:
     trials: dict[str, str | None] = {
         f"t{i % 4}__{i:03d}": trial_json(

@@ -599,10 +599,10 @@ def _disjoint_segments(
 
 
 class ChunkSink(Protocol):
-    """Where :func:`read_job` hands each parsed chunk as soon as it has it (the store writes
+    """Where :func:`read_job` hands the parsed chunks as soon as it has them (the store writes
     them while the rest is parsed): ``start(trials)`` once before parsing (the number of trial
-    directories to read), then ``add(chunk)`` per chunk, in no particular order, in the
-    calling thread. A chunk's records carry attempts assigned within the chunk: they are the
+    directories to read), then ``add(chunk)`` per chunk, in order of the trial directories, in
+    the calling thread. A chunk's records carry attempts assigned within the chunk: they are the
     job's only when :attr:`_Packed.rewritten` is False."""
 
     def start(self, trials: int) -> None: ...
@@ -834,11 +834,10 @@ def _read_all(
     progress: Callable[[str], None] | None,
     sink: ChunkSink | None = None,
 ) -> list[_Chunk]:
-    """Read and parse every trial directory, one :class:`_Chunk` per ``CHUNK`` of them. With
-    ``workers`` > 1, ``workers - 1`` forked processes take chunks from the front while the
-    calling process takes them from the back (a chunk not yet started by a worker is cancelled
-    and parsed here), decoding the workers' finished chunks in between (and handing them to
-    ``sink``): both sides stay busy until they meet."""
+    """Read and parse every trial directory, one :class:`_Chunk` per ``CHUNK`` of them, each
+    handed to ``sink`` in order as soon as it and those before it are parsed. With
+    ``workers`` > 1, ``workers - 1`` forked processes and the calling one share the chunks
+    (see :func:`_read_parallel`)."""
     chunks = [(job_dir, names[a:b], job_id, reward_key) for a, b in _cut(names)]
 
     def done(chunk: _Chunk, i: int) -> _Chunk:
@@ -861,22 +860,32 @@ def _read_parallel(
     workers: int,
     done: Callable[[_Chunk, int], _Chunk],
 ) -> list[_Chunk]:
-    """:func:`_read_all` with ``workers`` forked processes. A shared pair of bounds says which
-    chunks are left: workers take the next one from the front, the calling process from the
-    back. A worker appends each parsed chunk (msgpack) to its own in-memory file and sends
-    where it is on a pipe; the calling process reads the finished ones between its own
-    chunks (no threads, no pickling) and hands them to ``done``. A chunk a dead worker took
-    is parsed by the calling process; a worker's exception is raised here."""
+    """:func:`_read_all` with ``workers`` forked processes. Every process (the calling one
+    too) takes the next chunk from a shared counter. A worker appends each parsed chunk
+    (msgpack) to its own in-memory file and sends where it is on a pipe; the calling process
+    reads the finished ones between its own chunks (no threads, no pickling) and hands the
+    chunks to ``done`` in order (so the store appends trial records in key order). A chunk
+    a dead worker took is parsed by the calling process; a worker's exception is raised
+    here."""
     import multiprocessing
 
     context = multiprocessing.get_context("fork")
     n = len(chunks)
-    bounds = context.RawArray("q", [0, n])  # [next from the front, end of the front's part]
+    bounds = context.RawArray("q", [0, n])  # [next chunk to take, end]
     lock = context.Lock()
     parts: list[_Chunk | None] = [None] * n
     files = [_scratch_file() for _ in range(workers)]
     receive, send = os.pipe()
     processes = []
+    delivered = 0
+
+    def deliver() -> None:
+        """``done`` for the chunks parsed so far that follow the delivered ones."""
+        nonlocal delivered
+        while delivered < n and parts[delivered] is not None:
+            done(parts[delivered], delivered)  # type: ignore[arg-type]
+            delivered += 1
+
     try:
         for worker, out in enumerate(files):
             process = context.Process(
@@ -899,22 +908,24 @@ def _read_parallel(
                 data = os.pread(files[worker], abs(length), offset)
                 if length < 0:
                     raise pickle.loads(data)
-                parts[i] = done(_decode_chunk(data), i)
+                parts[i] = _decode_chunk(data)
+            deliver()
             return True
 
         while True:
             with lock:
-                i = bounds[1] - 1
-                if i < bounds[0]:
+                i = bounds[0]
+                if i >= bounds[1]:
                     break
-                bounds[1] = i
-            parts[i] = done(_read_chunk(chunks[i], evidence), i)
+                bounds[0] = i + 1
+            parts[i] = _read_chunk(chunks[i], evidence)
             collect(False)
-        while None in parts and collect(True):
+        while delivered < n and collect(True):
             pass
         for i, part in enumerate(parts):  # taken by a worker that died
             if part is None:
-                parts[i] = done(_read_chunk(chunks[i], evidence), i)
+                parts[i] = _read_chunk(chunks[i], evidence)
+        deliver()
     finally:
         for process in processes:
             if process.is_alive() and None in parts:

@@ -423,12 +423,19 @@ def _put_encoded(
     txn: Txn, db: str, items: list[tuple[bytes, bytes]], overwrite: bool = True
 ) -> None:
     """Already-encoded ``(key, value)`` items in one ``Cursor.putmulti`` in key order (the
-    first of equal keys wins when not ``overwrite``)."""
+    first of equal keys wins when not ``overwrite``). Keys all beyond the database's last
+    one (a new job's records, written chunk after chunk) are appended: pages filled (inserts
+    in order would leave them half full) and no search per key."""
     if not items:
         return
     items = sorted(items, key=_first)
     cursor = txn._txn.cursor(db=txn._dbs[db])
     try:
+        if not cursor.last() or cursor.key() < items[0][0]:
+            _, added = cursor.putmulti(items, overwrite=overwrite, append=True)
+            if added == len(items):
+                return
+            # equal keys among the items: not appended; the plain puts settle them
         cursor.putmulti(items, overwrite=overwrite)
     finally:
         cursor.close()
