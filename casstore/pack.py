@@ -18,9 +18,9 @@ from casstore.compress import CHUNK, Compression, new_encoder
 from casstore.digest import Digest, new_hasher
 from casstore.errors import SourceChangedError, UsageError
 from casstore.limits import Limits
-from casstore.scan import SourceEntry, SourceTree, scan_tree, stat_key
+from casstore.scan import SourceTree, StatKey, scan_tree, stat_key
 from casstore.structure import TaskLayout
-from casstore.tarformat import BLOCK, end_of_archive, header_bytes, pad
+from casstore.tarformat import BLOCK, Kind, end_of_archive, header_bytes, pad
 
 __all__ = ["PackResult", "pack_tree", "write_archive"]
 
@@ -123,11 +123,11 @@ def write_archive(
     sink = _Sink(out, limits)
     stream = _TarStream(new_encoder(compression, sink.write), limits)
     try:
-        for entry in tree.entries:
-            if entry.kind == "file":
-                _write_file(entry, stream)
+        for _, kind, key, target, name, path in tree.entries:
+            if kind == "file":
+                _write_file(name, path, key, stream)
             else:
-                _write_other(entry, stream)
+                _write_other(name, path, kind, key, target, stream)
         _check_directories_unchanged(tree)
         stream.close()
     finally:
@@ -143,29 +143,28 @@ def write_archive(
     )
 
 
-def _write_other(entry: SourceEntry, stream: _TarStream) -> None:
+def _write_other(
+    name: str, path: bytes, kind: Kind, key: StatKey, target: str, stream: _TarStream
+) -> None:
     """A directory or a symbolic link: unchanged since the scan, then its header."""
-    _check_unchanged(entry, _lstat(entry))
-    if entry.kind == "symlink" and _readlink(entry) != entry.target:
-        raise SourceChangedError(entry.name, "link target changed while packing")
-    mode = entry.stat.st_mode & 0o7777
-    stream.write(header_bytes(entry.name, entry.kind, mode, 0, entry.target))
+    _check_unchanged(name, key, _lstat(name, path))
+    if kind == "symlink" and _readlink(name, path) != target:
+        raise SourceChangedError(name, "link target changed while packing")
+    stream.write(header_bytes(name, kind, key[0] & 0o7777, 0, target))  # key[0]: st_mode
 
 
-def _write_file(entry: SourceEntry, stream: _TarStream) -> None:
+def _write_file(name: str, path: bytes, key: StatKey, stream: _TarStream) -> None:
     """A regular file: its header, its data and padding; the file must be the one the scan
     saw (stat before and after the read) and hold exactly the scanned size."""
-    name, info = entry.name, entry.stat
-    key = stat_key(info)
     try:
-        fd = os.open(entry.path, _OPEN_FILE)
+        fd = os.open(path, _OPEN_FILE)
     except OSError as error:
         raise SourceChangedError(name, f"cannot open file: {error.strerror}") from error
     try:
         if stat_key(os.fstat(fd)) != key:
             raise SourceChangedError(name, _CHANGED)
-        size = info.st_size
-        stream.add_file(name, header_bytes(name, "file", info.st_mode & 0o7777, size), fd, size)
+        mode, size = key[0] & 0o7777, key[3]  # st_mode, st_size
+        stream.add_file(name, header_bytes(name, "file", mode, size), fd, size)
         after = os.fstat(fd)
     finally:
         os.close(fd)
@@ -182,33 +181,29 @@ def _changed_size(now: int, size: int) -> str | None:
     return None
 
 
-def _check_unchanged(entry: SourceEntry, now: os.stat_result) -> None:
-    if stat_key(now) != stat_key(entry.stat):
-        raise SourceChangedError(entry.name, _CHANGED)
+def _check_unchanged(name: str, key: StatKey, now: os.stat_result) -> None:
+    if stat_key(now) != key:
+        raise SourceChangedError(name, _CHANGED)
 
 
 def _check_directories_unchanged(tree: SourceTree) -> None:
-    for entry in tree.entries:
-        if entry.kind == "dir":
-            _check_unchanged(entry, _lstat(entry))
+    for _, kind, key, _, name, path in tree.entries:
+        if kind == "dir":
+            _check_unchanged(name, key, _lstat(name, path))
 
 
-def _lstat(entry: SourceEntry) -> os.stat_result:
+def _lstat(name: str, path: bytes) -> os.stat_result:
     try:
-        return os.lstat(entry.path)
+        return os.lstat(path)
     except OSError as error:
-        raise SourceChangedError(
-            entry.name, f"entry vanished while packing: {error.strerror}"
-        ) from error
+        raise SourceChangedError(name, f"entry vanished while packing: {error.strerror}") from error
 
 
-def _readlink(entry: SourceEntry) -> str:
+def _readlink(name: str, path: bytes) -> str:
     try:
-        return os.readlink(entry.path).decode("utf-8", "surrogateescape")
+        return os.readlink(path).decode("utf-8", "surrogateescape")
     except OSError as error:
-        raise SourceChangedError(
-            entry.name, f"link vanished while packing: {error.strerror}"
-        ) from error
+        raise SourceChangedError(name, f"link vanished while packing: {error.strerror}") from error
 
 
 def _read_into(fd: int, buffers: list[memoryview | bytearray]) -> int:
