@@ -138,8 +138,8 @@ def _children(directory: SourceEntry, limits: Limits) -> list[SourceEntry]:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as error:
-            display = prefix + repr(raw)[2:-1]
-            raise UnsafePathError(display, "name is not valid UTF-8") from error
+            shown = prefix + repr(raw)[2:-1]
+            raise UnsafePathError(shown, "name is not valid UTF-8") from error
         name = prefix + text
         if prefix_bytes + len(raw) > max_path:
             limits.check("max_path_bytes", prefix_bytes + len(raw), name)
