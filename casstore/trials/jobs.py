@@ -14,7 +14,7 @@ import hashlib
 import math
 import os
 import pickle
-import select
+import socket
 import struct
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -846,12 +846,22 @@ def _read_all(
         _advance(progress, chunks[i][1])
         return chunk
 
-    if workers <= 1 or len(chunks) < 2 or not hasattr(os, "fork"):
+    if workers <= 1 or len(chunks) < 2 or not _can_fork_workers():
         return [done(_read_chunk(chunk, evidence), i) for i, chunk in enumerate(chunks)]
     return _read_parallel(chunks, evidence, workers - 1, done)
 
 
-_MESSAGE = struct.Struct("<qqqq")  # worker, chunk index, offset, length (< 0: an error)
+_MESSAGE = struct.Struct("<qq")  # chunk index, length (< 0: a pickled error); with a file
+
+
+def _can_fork_workers() -> bool:
+    """Whether :func:`_read_parallel` works here (fork, in-memory files, descriptor passing)."""
+    return (
+        hasattr(os, "fork")
+        and hasattr(os, "memfd_create")
+        and hasattr(socket, "send_fds")
+        and hasattr(socket, "SOCK_SEQPACKET")
+    )
 
 
 def _read_parallel(
@@ -861,12 +871,12 @@ def _read_parallel(
     done: Callable[[_Chunk, int], _Chunk],
 ) -> list[_Chunk]:
     """:func:`_read_all` with ``workers`` forked processes. Every process (the calling one
-    too) takes the next chunk from a shared counter. A worker appends each parsed chunk
-    (msgpack) to its own in-memory file and sends where it is on a pipe; the calling process
-    reads the finished ones between its own chunks (no threads, no pickling) and hands the
-    chunks to ``done`` in order (so the store appends trial records in key order). A chunk
-    a dead worker took is parsed by the calling process; a worker's exception is raised
-    here."""
+    too) takes the next chunk from a shared counter. A worker writes each parsed chunk
+    (msgpack) to a new in-memory file and passes the file on a socket; the calling process
+    reads the finished ones between its own chunks (no threads, no pickling; each file freed
+    once read) and hands the chunks to ``done`` in order (so the store appends trial records
+    in key order). A chunk a dead worker took is parsed by the calling process; a worker's
+    exception is raised here."""
     import multiprocessing
 
     context = multiprocessing.get_context("fork")
@@ -874,8 +884,7 @@ def _read_parallel(
     bounds = context.RawArray("q", [0, n])  # [next chunk to take, end]
     lock = context.Lock()
     parts: list[_Chunk | None] = [None] * n
-    files = [_scratch_file() for _ in range(workers)]
-    receive, send = os.pipe()
+    receive, send = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     processes = []
     delivered = 0
 
@@ -886,32 +895,39 @@ def _read_parallel(
             done(parts[delivered], delivered)  # type: ignore[arg-type]
             delivered += 1
 
-    try:
-        for worker, out in enumerate(files):
-            process = context.Process(
-                target=_worker_main,
-                args=(worker, chunks, evidence.dictionary, bounds, lock, out, send),
-                daemon=True,
-            )
-            process.start()
-            processes.append(process)
-        os.close(send)
-        send = -1
-        messages = _Messages(receive)
-
-        def collect(block: bool) -> bool:
-            """Take the workers' finished chunks; False once every worker has exited."""
-            found = messages.read(block)
-            if found is None:
+    def collect(block: bool) -> bool:
+        """Take the workers' finished chunks; False once every worker has exited."""
+        receive.setblocking(block)
+        while True:
+            try:
+                message, fds, _, _ = socket.recv_fds(receive, _MESSAGE.size, 1)
+            except BlockingIOError:
+                break
+            if not message:
                 return False
-            for worker, i, offset, length in found:
-                data = os.pread(files[worker], abs(length), offset)
-                if length < 0:
-                    raise pickle.loads(data)
-                parts[i] = _decode_chunk(data)
-            deliver()
-            return True
+            receive.setblocking(False)
+            i, length = _MESSAGE.unpack(message)
+            try:
+                data = os.pread(fds[0], abs(length), 0)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            if length < 0:
+                raise pickle.loads(data)
+            parts[i] = _decode_chunk(data)
+        deliver()
+        return True
 
+    try:
+        with send:
+            for _ in range(workers):
+                process = context.Process(
+                    target=_worker_main,
+                    args=(chunks, evidence.dictionary, bounds, lock, send, receive),
+                    daemon=True,
+                )
+                process.start()
+                processes.append(process)
         while True:
             with lock:
                 i = bounds[0]
@@ -931,67 +947,30 @@ def _read_parallel(
             if process.is_alive() and None in parts:
                 process.terminate()
             process.join()
-        for fd in [*files, receive, send]:
-            if fd >= 0:
-                os.close(fd)
+        receive.close()
     return [part for part in parts if part is not None]
 
 
-class _Messages:
-    """Fixed-size messages from a pipe (non-blocking reads; partial ones kept)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.pending = b""
-        os.set_blocking(fd, False)
-
-    def read(self, block: bool) -> list[tuple[int, int, int, int]] | None:
-        """The complete messages available (waiting for one when ``block``); None at the
-        end (every writer closed, nothing left)."""
-        if block:
-            select.select([self.fd], [], [])
-        try:
-            data = os.read(self.fd, 1 << 16)
-        except BlockingIOError:
-            return []
-        if not data:
-            return None
-        data = self.pending + data
-        size = _MESSAGE.size
-        whole = len(data) - len(data) % size
-        self.pending = data[whole:]
-        return list(_MESSAGE.iter_unpack(data[:whole]))
-
-
-def _scratch_file() -> int:
-    """A file descriptor of an anonymous file (in memory where the platform allows)."""
-    if hasattr(os, "memfd_create"):
-        return os.memfd_create("casstore-import", os.MFD_CLOEXEC)
-    import tempfile
-
-    with tempfile.TemporaryFile() as file:
-        return os.dup(file.fileno())
-
-
 def _worker_main(
-    worker: int,
     chunks: list[tuple[str, list[str], str, str]],
     dictionary: bytes | None,
     bounds: Any,
     lock: Any,
-    out: int,
-    send: int,
+    send: socket.socket,
+    receive: socket.socket,
 ) -> None:
-    """A worker process: parse chunks from the front until the bounds meet, each appended
-    (msgpack) to ``out``, its place sent on ``send``; an exception is sent pickled."""
+    """A worker process: parse the next chunk until none is left, each written (msgpack) to
+    an in-memory file passed on ``send``; an exception is sent pickled. Ends with
+    ``os._exit`` (nothing inherited from the parent is flushed or finalized). The calling
+    process's end is closed here: if that process dies, sending fails and the worker ends."""
+    receive.close()
     gc.disable()
     evidence = Evidence(dictionary)
-    offset = 0
     while True:
         with lock:
             i = bounds[0]
             if i >= bounds[1]:
-                return
+                break
             bounds[0] = i + 1
         try:
             data = _ENCODER.encode(_read_chunk(chunks[i], evidence))
@@ -999,13 +978,17 @@ def _worker_main(
         except BaseException as error:  # sent to the calling process
             data = _pickled(error)
             length = -len(data)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(out, view) :]
-        os.write(send, _MESSAGE.pack(worker, i, offset, length))
-        offset += len(data)
+        fd = os.memfd_create("casstore-import-chunk", os.MFD_CLOEXEC)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            socket.send_fds(send, [_MESSAGE.pack(i, length)], [fd])
+        finally:
+            os.close(fd)
         if length < 0:
-            return
+            break
+    os._exit(0)
 
 
 def _pickled(error: BaseException) -> bytes:
