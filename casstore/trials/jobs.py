@@ -175,14 +175,18 @@ def _subdir_names(path: Path) -> list[str]:
         entries = list(os.scandir(path))
     except OSError:
         return []
-    names = []
-    for entry in entries:
-        try:
-            if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
-                names.append(entry.name)
-        except OSError:
-            continue
-    return sorted(names)
+    try:  # the file types come with the listing (no stat per entry)
+        names = [e.name for e in entries if e.name[0] != "." and e.is_dir(follow_symlinks=False)]
+    except OSError:  # an entry that needs a stat and vanished, or the like
+        names = []
+        for entry in entries:
+            try:
+                if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
+                    names.append(entry.name)
+            except OSError:
+                continue
+    names.sort()
+    return names
 
 
 def _subdirs(path: Path) -> list[Path]:
