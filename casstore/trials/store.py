@@ -241,7 +241,9 @@ class _Stream:
             self.txn = None
 
 
-_ROW_BYTES = 12288  # map bytes reserved per trial directory of a streamed job (2x a big row)
+# map bytes reserved per trial directory of a streamed job (a record, its keys and evidence
+# take about 1.5 KB; _grow_map doubles it): a bigger job ends in the usual write (map grown)
+_ROW_BYTES = 4096
 
 
 def _grow_map(env: Any, need: int) -> None:
