@@ -12,7 +12,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NoReturn
 
 from casstore.compress import CHUNK, Compression, new_encoder
 from casstore.digest import Digest, new_hasher
@@ -25,10 +25,11 @@ from casstore.tarformat import BLOCK, Kind, end_of_archive, header_bytes, pad
 __all__ = ["PackResult", "pack_tree", "write_archive"]
 
 _ZEROS = bytes(BLOCK)
-# O_NONBLOCK: a FIFO put in a file's place after the scan must not block the open (its
-# fstat then fails the pack); it changes nothing for a regular file.
+# O_NONBLOCK: a FIFO put in a file's place after the scan must not block the open (its read
+# or fstat then fails the pack); it changes nothing for a regular file.
 _OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _CHANGED = "entry changed while packing (size, mtime, inode or mode)"
+_SIZE_CHANGED = "entry changed while packing"  # followed by how the size changed
 FLUSH_EVERY = 32 << 20  # archive bytes between two background fdatasync calls
 BACKGROUND_BLOCKS = 4  # full blocks that may wait to be hashed and compressed
 
@@ -154,15 +155,16 @@ def _write_other(
 
 
 def _write_file(name: str, path: bytes, key: StatKey, stream: _TarStream) -> None:
-    """A regular file: its header, its data and padding; the file must be the one the scan
-    saw (stat before and after the read) and hold exactly the scanned size."""
+    """A regular file: its header, its data and padding. The file read must be the one the
+    scan saw: its reads must find exactly the scanned size, and its fstat after the read must
+    equal the scan's lstat (``key``), which was taken before the read. (A separate fstat
+    before the read would add nothing: whatever it could see differ from the scan, the fstat
+    after sees too; the data read is then discarded with the whole archive.)"""
     try:
         fd = os.open(path, _OPEN_FILE)
     except OSError as error:
         raise SourceChangedError(name, f"cannot open file: {error.strerror}") from error
     try:
-        if stat_key(os.fstat(fd)) != key:
-            raise SourceChangedError(name, _CHANGED)
         mode, size = key[0] & 0o7777, key[3]  # st_mode, st_size
         stream.add_file(name, header_bytes(name, "file", mode, size), fd, size)
         after = os.fstat(fd)
@@ -175,9 +177,9 @@ def _write_file(name: str, path: bytes, key: StatKey, stream: _TarStream) -> Non
 def _changed_size(now: int, size: int) -> str | None:
     """The message for a file whose size went from ``size`` to ``now`` while it was read."""
     if now > size:
-        return f"file grew while packing (now {now} bytes, beyond {size})"
+        return f"{_SIZE_CHANGED}: file grew while packing (now {now} bytes, beyond {size})"
     if now < size:
-        return f"file shrank while packing (now {now} of {size} bytes)"
+        return f"{_SIZE_CHANGED}: file shrank while packing (now {now} of {size} bytes)"
     return None
 
 
@@ -210,6 +212,23 @@ def _read_into(fd: int, buffers: list[memoryview | bytearray]) -> int:
     """Read from ``fd`` into ``buffers`` in turn (``os.readv``); the one place file data
     enters the stream."""
     return os.readv(fd, buffers)
+
+
+def _read(name: str, fd: int, buffers: list[memoryview | bytearray]) -> int:
+    """:func:`_read_into`; a read error (the path now names a directory or a FIFO, or the
+    disk failed) is a :class:`SourceChangedError` naming the file."""
+    try:
+        return _read_into(fd, buffers)
+    except OSError as error:
+        raise SourceChangedError(name, f"cannot read file: {error.strerror}") from error
+
+
+def _size_changed(name: str, read: int, size: int, how: str) -> NoReturn:
+    """Raise the error of a read that found the file shorter (``how == "shrank"``, ``read``
+    bytes in all) or longer (``"grew"``) than the ``size`` bytes the scan saw (before or while
+    it was read: either way the entry changed)."""
+    detail = f"({read}/{size} bytes)" if how == "shrank" else f"(beyond {size} bytes)"
+    raise SourceChangedError(name, f"{_SIZE_CHANGED}: file {how} while packing {detail}")
 
 
 class _Sink:
@@ -321,7 +340,7 @@ class _TarStream:
             return
         self._block[fill:start] = header
         window = self._view[start:end]
-        got = _read_into(fd, [window, self._scratch])
+        got = _read(name, fd, [window, self._scratch])
         if got != size:
             self._read_rest(name, fd, window, got, 0, size)
         self._fill = stop  # the padding is already zero
@@ -336,14 +355,12 @@ class _TarStream:
         want, done = len(window), 0
         while got <= want - done:  # nothing reached the scratch byte
             if got == 0:
-                raise SourceChangedError(
-                    name, f"file shrank while packing ({before + done}/{size})"
-                )
+                _size_changed(name, before + done, size, "shrank")
             done += got
             if done == want:
                 return
-            got = _read_into(fd, [window[done:], self._scratch])
-        raise SourceChangedError(name, f"file grew while packing (beyond {size} bytes)")
+            got = _read(name, fd, [window[done:], self._scratch])
+        _size_changed(name, before + done, size, "grew")
 
     def _copy_file(self, name: str, fd: int, size: int) -> None:
         """Append ``size`` bytes of ``fd`` and the padding, block by block."""
@@ -352,14 +369,14 @@ class _TarStream:
             room = CHUNK - self._fill
             if left < room:  # the rest fits: read it and check that the file ends there
                 window = self._view[self._fill : self._fill + left]
-                got = _read_into(fd, [window, self._scratch])
+                got = _read(name, fd, [window, self._scratch])
                 if got != left:
                     self._read_rest(name, fd, window, got, size - left, size)
                 self._advance(left)
                 break
-            got = _read_into(fd, [self._view[self._fill :]])
+            got = _read(name, fd, [self._view[self._fill :]])
             if got == 0:
-                raise SourceChangedError(name, f"file shrank while packing ({size - left}/{size})")
+                _size_changed(name, size - left, size, "shrank")
             left -= got
             self._advance(got)
         if size % BLOCK:

@@ -19,7 +19,8 @@ import casstore.pack
 from casstore.compress import CHUNK
 from casstore.errors import CheckError, LimitError, SourceChangedError
 from casstore.limits import Limits
-from casstore.pack import pack_tree
+from casstore.pack import pack_tree, write_archive
+from casstore.scan import scan_tree
 from tests.helpers import make_task
 
 # Sizes around the block and chunk boundaries; the small files between them move the offset
@@ -111,8 +112,8 @@ def test_short_reads_give_the_same_stream(task: Path, monkeypatch, most: int) ->
 
 
 def _on_first_read_of(path: Path, change: Callable[[], None], monkeypatch) -> None:
-    """Run ``change`` just before the first read of ``path`` (after its fstat): only the
-    reads can notice it."""
+    """Run ``change`` just before the first read of ``path`` (once it is open): the reads
+    notice it first."""
     inode = path.stat().st_ino
     done: list[bool] = []
 
@@ -140,7 +141,7 @@ def test_growth_seen_by_the_read_is_refused(tmp_path: Path, monkeypatch, size: i
         packed_stream(task)
     assert (info.value.path, info.value.rule) == (
         "task/data.bin",
-        f"file grew while packing (beyond {size} bytes)",
+        f"entry changed while packing: file grew while packing (beyond {size} bytes)",
     )
 
 
@@ -154,7 +155,7 @@ def test_shrinking_seen_by_the_read_is_refused(tmp_path: Path, monkeypatch, size
         packed_stream(task)
     assert (info.value.path, info.value.rule) == (
         "task/data.bin",
-        f"file shrank while packing ({size // 2}/{size})",
+        f"entry changed while packing: file shrank while packing ({size // 2}/{size} bytes)",
     )
 
 
@@ -234,3 +235,36 @@ def test_an_error_of_earlier_blocks_comes_before_a_later_change(
         assert type(info.value) is error
         assert _packing_threads() == []
     assert (info.value.limit, info.value.value) == ("max_archive_bytes", 2 * CHUNK)
+
+
+@pytest.mark.parametrize("replacement", ["directory", "fifo"])
+def test_a_file_replaced_by_a_directory_or_a_fifo_after_the_scan_is_refused(
+    tmp_path: Path, replacement: str
+) -> None:
+    """The open does not block on a FIFO (no writer) and a read error is the packer's error
+    naming the path, not an OSError."""
+    task = make_task(tmp_path)
+    target = task / "data.txt"
+    target.write_bytes(b"x" * 100)
+    tree = scan_tree(task, Limits())
+    stamp = os.stat(task)
+    target.unlink()
+    if replacement == "directory":
+        target.mkdir()
+    else:
+        os.mkfifo(target)
+    os.utime(task, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # only the entry itself tells
+    errors: list[BaseException] = []
+
+    def pack() -> None:
+        try:
+            write_archive(tree, io.BytesIO(), "none", Limits())
+        except BaseException as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=pack, daemon=True)
+    thread.start()
+    thread.join(60)  # a guard against a blocked open, not a measurement
+    assert errors, "packing blocked on the entry put in the file's place"
+    assert type(errors[0]) is SourceChangedError, repr(errors[0])
+    assert errors[0].path == "task/data.txt"
