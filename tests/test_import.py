@@ -474,6 +474,41 @@ def test_streamed_import_survives_a_full_map(
     assert _index_items(tmp_path / "a") == _index_items(tmp_path / "b")
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_new_job_is_written_while_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """A new job's chunks reach the store as they are parsed, in order, and its transaction
+    commits without the write that follows a parse (which would write everything again)."""
+    import casstore.trials.jobs as jobs
+    import casstore.trials.store as trial_store
+
+    job_dir = _stream_job(tmp_path)
+    monkeypatch.setattr(jobs, "CHUNK", 4)
+    original = trial_store.read_job
+    monkeypatch.setattr(
+        trial_store, "read_job", lambda *a, **k: original(*a, **{**k, "workers": workers})
+    )
+    added: list[list[str]] = []
+    add = trial_store._Stream.add
+    monkeypatch.setattr(
+        trial_store._Stream,
+        "add",
+        lambda self, chunk: (added.append(chunk.names), add(self, chunk)),
+    )
+
+    def no_second_write(*args, **kwargs):
+        raise AssertionError("the job was written after the parse")
+
+    monkeypatch.setattr(trial_store, "_store_job", no_second_write)
+    with Store(tmp_path / "s") as store:
+        (report,) = store.import_jobs([job_dir])
+    assert report.imported == 30 and len(added) > 2
+    assert [name for names in added for name in names] == sorted(
+        name for name in (p.name for p in job_dir.iterdir()) if "__" in name
+    )
+
+
 def test_streamed_import_of_a_job_imported_meanwhile(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
