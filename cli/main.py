@@ -6,6 +6,7 @@ traceback.
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -61,9 +62,15 @@ app.add_typer(verifier_app, name="verifier")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI on ``argv`` (default ``sys.argv[1:]``); exit with its status."""
+    """Run the CLI on ``argv`` (default ``sys.argv[1:]``); exit with its status. SIGTERM
+    unwinds like an interrupt (status 143), so no temporary file is left behind."""
+    signal.signal(signal.SIGTERM, _terminated)
     code = run(argv)
     sys.exit(code)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def run(argv: list[str] | None = None) -> int:

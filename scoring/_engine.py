@@ -45,6 +45,14 @@ GROUP_FIELDS = ("agent", "model", "dataset")
 DEFAULT_GROUP_BY: tuple[str, ...] = GROUP_FIELDS
 
 
+def _check_ks(ks: Sequence[int]) -> list[int]:
+    """The k values sorted and deduplicated; ScoringError when one is below 1."""
+    checked = sorted({int(k) for k in ks})
+    if any(k < 1 for k in checked):
+        raise ScoringError(None, "every k must be >= 1")
+    return checked
+
+
 def _check_group_by(group_by: Sequence[str]) -> list[str]:
     fields = [name for name in group_by if name]
     for name in fields:
@@ -122,11 +130,9 @@ def summarize(
     attempts, successes, status, present, measured, sums, sumsq = _reduce(per_cell, starts)
     expected = present > 0
     expected[:, 0] = True
-    if ks is None:
-        ks = default_ks(int(attempts.max()) if attempts.size else 0)
-    ks = sorted({int(k) for k in ks})
-    if any(k < 1 for k in ks):
-        raise ScoringError(None, "every k must be >= 1")
+    ks = (
+        _check_ks(ks) if ks is not None else default_ks(int(attempts.max()) if attempts.size else 0)
+    )
     overall = Block(**_block(attempts, successes, status, measured, sums, expected, outputs, ks))
     tasks = TaskTable(
         names=partials.labels["task"],
@@ -233,13 +239,17 @@ def score(
         )
     if isinstance(views, str | Path):
         views = load_views(views)
+    _check_group_by(group_by)  # usage errors first, before a metric script is started
+    if ks is not None:
+        _check_ks(ks)
     with ThreadPoolExecutor(1, thread_name_prefix="casstore-parity") as pool:
         # the parity outputs only read the table: on a second thread, NumPy's loops (which
         # release the GIL) overlap with the engine's
         parity = pool.submit(_harbor_parity, table, metrics, metric_timeout) if harbor else None
-        rules = apply_rules(table)
-        partials = Partials.from_table(table, rules, threshold)
-        report = summarize(partials, ks=ks, group_by=group_by)
+        with np.errstate(over="ignore", invalid="ignore"):  # huge rewards: inf, not warnings
+            rules = apply_rules(table)
+            partials = Partials.from_table(table, rules, threshold)
+            report = summarize(partials, ks=ks, group_by=group_by)
         if parity is not None:
             report.harbor_metrics, report.harbor_pass_at_k, report.harbor_evals = parity.result()
     report.jobs = list(table.jobs)
@@ -265,6 +275,7 @@ def _harbor_metrics(
     return out
 
 
+@np.errstate(over="ignore", invalid="ignore")  # inf/NaN results are Harbor's too
 def _harbor_parity(
     table: RewardTable, metrics: Sequence[str | Path], timeout: float
 ) -> tuple[list[dict[str, Any]], dict[str, dict[int, float]], dict[str, dict[str, Any]]]:

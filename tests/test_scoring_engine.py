@@ -506,3 +506,23 @@ def test_packed_cell_counts_equal_row_by_row_counts(shuffled: bool, threshold: f
         assert (partials.measured[:, out] == per_cell(emitted)).all()
         value = np.where(emitted, values[:, j], 0.0)
         assert np.allclose(partials.sums[:, out], np.bincount(index, weights=value))
+
+
+def test_huge_rewards_give_no_warnings_and_usage_errors_come_first(tmp_path: Path) -> None:
+    # sums that overflow are inf (as Harbor's), not RuntimeWarnings; bad options are refused
+    # before a metric script is started
+    import warnings
+
+    rows = [{"task": f"t{i}", "rewards": {"reward": v}} for i, v in enumerate([1e308, 1e308, 0.5])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = score(make_table(rows))
+    assert report.harbor_metrics == [{"mean": float("inf")}]
+    marker = tmp_path / "started"
+    script = tmp_path / "metric.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\nimport time\ntime.sleep(60)\n")
+    with pytest.raises(ScoringError, match="every k must be >= 1"):
+        score(make_table(rows), ks=[0], metrics=[script], metric_timeout=30)
+    with pytest.raises(ScoringError, match="cannot group by"):
+        score(make_table(rows), group_by=["bogus"], metrics=[script], metric_timeout=30)
+    assert not marker.exists()  # refused before the script was started

@@ -111,8 +111,18 @@ class Index:
             )
         except lmdb.Error as error:
             raise StoreError(str(path), f"cannot open the index: {error}") from error
-        self.dbs = {name: self.env.open_db(name.encode()) for name in DATABASES}
-        self.write(self._check_schema)
+        self.dbs = self._open_dbs()
+        if self.read(lambda txn: txn.get("meta", "schema")) != SCHEMA_VERSION:
+            self.write(self._check_schema)  # a new store (or a wrong version: raises)
+
+    def _open_dbs(self) -> dict[str, Any]:
+        """The named databases (created when missing); retried when another process grew the
+        map meanwhile (``MapResizedError``). Opening them takes the write lock."""
+        while True:
+            try:
+                return {name: self.env.open_db(name.encode()) for name in DATABASES}
+            except lmdb.MapResizedError:
+                self.env.set_mapsize(0)
 
     @staticmethod
     def _check_schema(txn: Txn) -> None:

@@ -9,12 +9,15 @@ trial directory, as Harbor itself reads it.
 
 from __future__ import annotations
 
+import errno
 import gc
 import hashlib
 import math
 import os
 import pickle
+import signal
 import socket
+import stat
 import struct
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -268,7 +271,9 @@ def job_id_of(path: Path, result: Any, config_bytes: bytes | None) -> str:
 
 
 _READ_SIZE = 1 << 16
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+# O_NONBLOCK: a FIFO put where a result.json belongs reads as empty instead of blocking
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_MAX_RESULT_BYTES = 64 << 20  # a result.json beyond this is refused (a device, a runaway file)
 _LABELS = ("agent", "model", "dataset", "exception", "failure")
 _EXCEPTION, _NO_VERIFIER, _INVALID = int(Flag.EXCEPTION), int(Flag.NO_VERIFIER), int(Flag.INVALID)
 _NUMBER = int(Kind.NUMBER)
@@ -323,10 +328,14 @@ class _EvidenceEntry(msgspec.Struct, gc=False):
 
 
 def _read_rest(fd: int, head: bytes) -> bytes:
-    """``head`` and the rest of the file open at ``fd``."""
-    parts = [head]
+    """``head`` and the rest of the file open at ``fd``; OSError (EFBIG) beyond
+    ``_MAX_RESULT_BYTES``."""
+    parts, size = [head], len(head)
     while part := os.read(fd, 1 << 20):
         parts.append(part)
+        size += len(part)
+        if size > _MAX_RESULT_BYTES:
+            raise OSError(errno.EFBIG, f"larger than {_MAX_RESULT_BYTES} bytes")
     return b"".join(parts)
 
 
@@ -968,6 +977,7 @@ def _worker_main(
     ``os._exit`` (nothing inherited from the parent is flushed or finalized). The calling
     process's end is closed here: if that process dies, sending fails and the worker ends."""
     receive.close()
+    _end_with_parent()
     gc.disable()
     evidence = Evidence(dictionary)
     while True:
@@ -988,11 +998,27 @@ def _worker_main(
             while view:
                 view = view[os.write(fd, view) :]
             socket.send_fds(send, [_MESSAGE.pack(i, length)], [fd])
+        except OSError:  # the calling process is gone: nothing to report to
+            os._exit(1)
         finally:
             os.close(fd)
         if length < 0:
             break
     os._exit(0)
+
+
+def _end_with_parent() -> None:
+    """Have the kernel kill this worker when the calling process dies (Linux
+    ``PR_SET_PDEATHSIG``), so no worker outlives an interrupted import."""
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # died before the request: end now
+        os._exit(1)
 
 
 def _pickled(error: BaseException) -> bytes:
@@ -1184,10 +1210,19 @@ def _sample[T](items: list[T], n: int) -> list[T]:
 
 
 def _read_bytes(path: Path) -> bytes | None:
+    """A job-level file's bytes; None when it is missing, unreadable or not a regular file."""
     try:
-        return path.read_bytes()
+        fd = os.open(path, _OPEN_FLAGS)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return _read_rest(fd, b"")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _decode(data: bytes | None) -> Any:
