@@ -941,12 +941,7 @@ def _read_parallel(
                 )
                 process.start()
                 processes.append(process)
-        while True:
-            with lock:
-                i = bounds[0]
-                if i >= bounds[1]:
-                    break
-                bounds[0] = i + 1
+        while (i := _next_chunk(bounds, lock)) is not None:
             parts[i] = _read_chunk(chunks[i], evidence)
             collect(False)
         while delivered < n and collect(True):
@@ -962,6 +957,17 @@ def _read_parallel(
             process.join()
         receive.close()
     return [part for part in parts if part is not None]
+
+
+def _next_chunk(bounds: Any, lock: Any) -> int | None:
+    """Take the next chunk index from the shared ``bounds`` ([next, end]); None when none is
+    left (the calling process takes from the front as the workers do)."""
+    with lock:
+        i = bounds[0]
+        if i >= bounds[1]:
+            return None
+        bounds[0] = i + 1
+        return i
 
 
 def _worker_main(
@@ -980,12 +986,7 @@ def _worker_main(
     _end_with_parent()
     gc.disable()
     evidence = Evidence(dictionary)
-    while True:
-        with lock:
-            i = bounds[0]
-            if i >= bounds[1]:
-                break
-            bounds[0] = i + 1
+    while (i := _next_chunk(bounds, lock)) is not None:
         try:
             data = _ENCODER.encode(_read_chunk(chunks[i], evidence))
             length = len(data)
