@@ -65,7 +65,6 @@ __all__ = [
     "float_sum",
     "harbor_metric",
     "harbor_pass_at_k",
-    "harbor_pass_at_k_values",
 ]
 
 
@@ -333,11 +332,6 @@ class HarborRewards:
     def __len__(self) -> int:
         return int(np.count_nonzero(self.valid))
 
-    @property
-    def rows(self) -> np.ndarray:
-        """int64[m] the table rows Harbor holds, in order."""
-        return np.flatnonzero(self.valid)
-
     @cached_property
     def scored(self) -> np.ndarray:
         """bool[n] held rows with a rewards mapping."""
@@ -454,7 +448,14 @@ class HarborRewards:
             return ExactSums(0, [int(total) for total in self.bin_sums(values)])
         return exact_bin_sums(values, low, high, self.bin_sums)
 
-    def _narrow(self, valid: np.ndarray, group: np.ndarray, keys: list[str]) -> HarborRewards:
+    def select(self, mask: np.ndarray) -> HarborRewards:
+        """The rewards of the table rows where ``mask`` (bool[n]) holds; the selection must
+        lie within one evals key."""
+        valid = self.valid & mask
+        keys, group = self.evals_keys, self.group
+        if len(keys) > 1:
+            (kept,) = np.unique(group[valid]).tolist() or [0]
+            keys, group = [keys[kept]], np.zeros(group.size, np.int64)
         return HarborRewards(
             valid=valid,
             names=self.names,
@@ -466,41 +467,6 @@ class HarborRewards:
             raw=self.raw,
             task_sorted=self.task_sorted,
         )
-
-    def by_group(self) -> list[HarborRewards]:
-        """One :class:`HarborRewards` per evals key (order kept within each)."""
-        if len(self.evals_keys) == 1:
-            return [self]
-        zeros = np.zeros(self.group.size, np.int64)
-        return [
-            self._narrow(self.valid & (self.group == g), zeros, [key])
-            for g, key in enumerate(self.evals_keys)
-        ]
-
-    def select(self, mask: np.ndarray, merge_groups: bool = False) -> HarborRewards:
-        """The rewards of the table rows where ``mask`` (bool[n]) holds; ``merge_groups``:
-        one evals key. Without it the selection must lie within one evals key."""
-        valid = self.valid & mask
-        keys, group = self.evals_keys, self.group
-        if merge_groups:
-            group = np.zeros(group.size, np.int64)
-            keys = ["+".join(self.evals_keys)]
-        elif len(keys) > 1:
-            (kept,) = np.unique(group[valid]).tolist() or [0]
-            keys, group = [keys[kept]], np.zeros(group.size, np.int64)
-        return self._narrow(valid, group, keys)
-
-    def column(self, output: int, exact_types: bool = True) -> list[Any]:
-        """Harbor's list for one key (held rows): the value, or int ``0`` where absent.
-
-        With ``exact_types=False`` absent entries are the float ``0.0`` instead.
-        """
-        present = self.present_of(output)[self.valid]
-        values = self.values_of(output)[self.valid].tolist()
-        if exact_types or not present.any():
-            for index in np.flatnonzero(~present).tolist():
-                values[index] = 0
-        return values
 
     def dicts(self) -> list[dict[str, float] | None]:
         """The reward dicts themselves (for ``metric.py`` scripts): key order primary first."""
@@ -618,13 +584,6 @@ def _bad_groups(rewards: HarborRewards) -> tuple[np.ndarray, np.ndarray | None]:
     odd = rewards.scored & (single != 0.0) & (single != 1.0)
     keys = len(rewards.evals_keys)
     return bad | (np.bincount(rewards.bins[odd], minlength=keys + 1)[:keys] > 0), single
-
-
-def harbor_pass_at_k_values(rewards: HarborRewards) -> dict[int, float]:
-    """Harbor's ``_compute_pass_at_k_for_trials`` on one evals key's rewards."""
-    return harbor_pass_at_k(rewards.select(np.ones(rewards.valid.size, bool), True)).get(
-        "+".join(rewards.evals_keys), {}
-    )
 
 
 def harbor_pass_at_k(rewards: HarborRewards) -> dict[str, dict[int, float]]:

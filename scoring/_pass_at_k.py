@@ -126,16 +126,6 @@ def _pair_counts(n: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return pair_n, pair_c, np.bincount(inverse, minlength=pair_n.size)
 
 
-def _pair_products(pair_n: np.ndarray, pair_a: np.ndarray, k: int) -> np.ndarray:
-    """``Π_{j<k} max(a − j, 0) / (n − j)`` per pair (pairs with ``n >= k`` only, a prefix)."""
-    eligible = int(np.count_nonzero(pair_n >= k))
-    ns, As = pair_n[:eligible].astype(np.float64), pair_a[:eligible].astype(np.float64)
-    product = np.ones(eligible)
-    for j in range(k):
-        product *= np.maximum(As - j, 0.0) / (ns - j)
-    return product
-
-
 def _weighted_summary(k: int, values: np.ndarray, counts: np.ndarray) -> PassAtK:
     """Mean and CLT standard error of per-task values given once per pair with its task
     ``counts``: ``Σ counts·v / m`` (summed exactly over the few pairs, ``math.fsum``) and
@@ -160,17 +150,19 @@ def pass_at_k_and_hat(
         empty = [PassAtK(k, None, 0, None) for k in ks]
         return empty, list(empty)
     pair_n, pair_c, counts = _pair_counts(n, np.clip(c, 0, n))
+    # one value per pair: the pairs are already by decreasing n, so each k's eligible pairs
+    # are the prefix that per_task_products returns
+    failures = per_task_products(pair_n, pair_n - pair_c, ks)
+    all_succeed = per_task_products(pair_n, pair_c, ks)
     at_k, hat_k = [], []
     for k in ks:
         if k < 1:
             at_k.append(PassAtK(k, None, 0, None))
             hat_k.append(PassAtK(k, None, 0, None))
             continue
-        eligible = counts[: int(np.count_nonzero(pair_n >= k))]
-        at_k.append(
-            _weighted_summary(k, 1.0 - _pair_products(pair_n, pair_n - pair_c, k), eligible)
-        )
-        hat_k.append(_weighted_summary(k, _pair_products(pair_n, pair_c, k), eligible))
+        eligible = counts[: failures[k].size]
+        at_k.append(_weighted_summary(k, 1.0 - failures[k], eligible))
+        hat_k.append(_weighted_summary(k, all_succeed[k], eligible))
     return at_k, hat_k
 
 

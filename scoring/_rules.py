@@ -193,9 +193,10 @@ class Attempts:
     Held as per-row codes (``code`` uint8[n], ``secondary`` uint8[n, k]; see above); the
     per-row arrays are derived on first use: ``valid`` bool[n] (not invalid); ``status``
     int8[n] (:class:`Status`); ``primary`` float64[n] the emitted primary (0.0 when unusable
-    or invalid; mask with ``valid``); ``primary_usable`` bool[n]; ``emitted`` bool[n, k]
-    secondaries emitted (finite, valid); ``present`` bool[n, k] key present in a valid mapping
-    (any kind); ``expected`` bool[T, k] key expected on a task; ``diagnostics``.
+    or invalid; mask with ``valid``); ``primary_usable`` bool[n]; per secondary ``j``,
+    :meth:`emitted_of` bool[n] (finite, valid) and :meth:`present_of` bool[n] (key present in
+    a valid mapping, any kind); ``expected`` bool[T, k] key expected on a task;
+    ``diagnostics``.
     """
 
     def __init__(self, table: RewardTable) -> None:
@@ -248,23 +249,6 @@ class Attempts:
         return self._get(
             f"present{j}", lambda: (self.secondary[:, j] & np.uint8(3) != 0) & self.valid
         )
-
-    @property
-    def emitted(self) -> np.ndarray:
-        return self._stack("emitted", self.emitted_of)
-
-    @property
-    def present(self) -> np.ndarray:
-        return self._stack("present", self.present_of)
-
-    def _stack(self, name: str, column: Any) -> np.ndarray:
-        def make() -> np.ndarray:
-            out = np.zeros(self.secondary.shape, dtype=bool)
-            for j in range(out.shape[1]):
-                out[:, j] = column(j)
-            return out
-
-        return self._get(name, make)
 
     @property
     def expected(self) -> np.ndarray:
