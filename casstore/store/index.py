@@ -112,8 +112,7 @@ class Index:
         except lmdb.Error as error:
             raise StoreError(str(path), f"cannot open the index: {error}") from error
         self.dbs = self._open_dbs()
-        if self.read(lambda txn: txn.get("meta", "schema")) != SCHEMA_VERSION:
-            self.write(self._check_schema)  # a new store (or a wrong version: raises)
+        self.write(self._check_schema)
 
     def _open_dbs(self) -> dict[str, Any]:
         """The named databases (created when missing); retried when another process grew the
