@@ -39,10 +39,14 @@ columns with zeros instead of gathered subsets. Columns whose values are all int
 Layout: :class:`HarborRewards` keeps full-length columns of the table (``n`` rows) and a mask
 of the rows Harbor loads; subsets (:meth:`HarborRewards.select`) only narrow the mask.
 
-Limit: the table stores rewards as float64, so a reward written as a JSON integer (which
-Harbor keeps as ``int``) is a float here. Values are equal (``==``); in the rare case where
-CPython's ``sum`` would add an int without compensation a float sum can differ in the last
-bit, and Min/Max may return ``1.0`` where Harbor returns ``1``.
+Integers. Harbor's model keeps a JSON integer reward as an ``int`` (``Kind.INTEGER`` in the
+table; the value column holds it as a float, exact up to ``2**53``). Per evals key and
+output: when every present value is an int, Sum/Min/Max return ints and Mean divides the
+exact int total (int / int, correctly rounded), as Harbor's ``sum`` of ints does; when ints
+and floats mix, the very list Harbor builds (ints restored, table order) goes through
+``sum``/``min``/``max`` — CPython adds an int to a float running sum without compensation,
+so that result depends on the order, and Harbor's own order is the order its trials
+finished (a job's ``result.json`` may differ in the last bit from any re-computation).
 """
 
 from __future__ import annotations
@@ -76,8 +80,10 @@ BUILTIN_METRICS = {"mean": _mean, "sum": sum, "min": min, "max": max}
 
 
 def evals_key(agent: str, model: str, dataset: str) -> str:
-    """Harbor's ``JobStats.format_agent_evals_key`` from table labels (``name@version``)."""
-    name = agent.rsplit("@", 1)[0] if "@" in agent else agent
+    """Harbor's ``JobStats.format_agent_evals_key`` from table labels (``name@version``; a
+    Harbor agent name — an agent registry name or an ``module:Class`` import path — has no
+    ``@``, a version may)."""
+    name = agent.split("@", 1)[0]
     source = dataset or "adhoc"
     return f"{name}__{model}__{source}" if model else f"{name}__{source}"
 
@@ -285,6 +291,7 @@ class HarborRewards:
     _present: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _values: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _exact: dict[int, ExactSums | None] = field(default_factory=dict, repr=False)
+    _integer: dict[int, np.ndarray | None] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_table(cls, table: RewardTable) -> HarborRewards:
@@ -346,6 +353,41 @@ class HarborRewards:
         if output not in self._values:
             self._values[output] = np.where(self.present_of(output), self.raw[output], 0.0)
         return self._values[output]
+
+    def integer_of(self, output: int) -> np.ndarray | None:
+        """bool[n] present rows whose value Harbor holds as an ``int``; None when there is
+        none."""
+        if output not in self._integer:
+            kinds = self.kinds[output]
+            integer = None
+            if kinds.size and int(kinds.max()) >= Kind.INTEGER:
+                integer = (kinds == Kind.INTEGER) & self.present_of(output)
+                integer = integer if integer.any() else None
+            self._integer[output] = integer
+        return self._integer[output]
+
+    def integer_share(self, output: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """int64[G] present values held as ints and int64[G] present values, per evals key;
+        None when no value is an int."""
+        integer = self.integer_of(output)
+        if integer is None:
+            return None
+        keys = len(self.evals_keys)
+        ints = np.bincount(self.bins, weights=integer, minlength=keys + 1)[:keys]
+        present = np.bincount(self.bins, weights=self.present_of(output), minlength=keys + 1)
+        return ints.astype(np.int64), present[:keys].astype(np.int64)
+
+    def as_harbor(self, output: int, rows: np.ndarray) -> list[Any]:
+        """The values of ``output`` at ``rows`` (bool[n]) as Harbor holds them: ``0`` (int)
+        where absent, ints where written as JSON integers, else floats."""
+        values = self.values_of(output)[rows].tolist()
+        for index in np.flatnonzero(~self.present_of(output)[rows]).tolist():
+            values[index] = 0
+        integer = self.integer_of(output)
+        if integer is not None:
+            for index in np.flatnonzero(integer[rows]).tolist():
+                values[index] = int(values[index])
+        return values
 
     @cached_property
     def bins(self) -> np.ndarray:
@@ -468,12 +510,13 @@ class HarborRewards:
             task_sorted=self.task_sorted,
         )
 
-    def dicts(self) -> list[dict[str, float] | None]:
-        """The reward dicts themselves (for ``metric.py`` scripts): key order primary first."""
+    def dicts(self) -> list[dict[str, float | int] | None]:
+        """The reward dicts themselves (for ``metric.py`` scripts): key order primary first,
+        ints where Harbor holds ints."""
         rows = self.valid
-        values = np.stack([self.raw[o][rows] for o in range(len(self.names))], 1).tolist()
+        values = list(zip(*(self.as_harbor(o, rows) for o in range(len(self.names))), strict=True))
         present = np.stack([self.present_of(o)[rows] for o in range(len(self.names))], 1).tolist()
-        out: list[dict[str, float] | None] = []
+        out: list[dict[str, float | int] | None] = []
         for row, (none, flags) in enumerate(zip(self.none[rows].tolist(), present, strict=True)):
             if none:
                 out.append(None)
@@ -504,13 +547,17 @@ def harbor_metrics_by_group(
         return rewards.valid if merged or keys == 1 else rewards.bins == g
 
     def exact_list(g: int, o: int) -> list[Any]:
-        mask = member(g)
-        values = rewards.values_of(o)[mask].tolist()
-        for index in np.flatnonzero(~rewards.present_of(o)[mask]).tolist():
-            values[index] = 0
-        return values
+        return rewards.as_harbor(o, member(g))
 
-    def total(g: int, o: int) -> float:
+    def total(g: int, o: int) -> float | int:
+        share = rewards.integer_share(o)
+        if share is not None:
+            ints, present = (part.sum() if merged else part[g] for part in share)
+            if ints and ints < present:  # ints and floats mixed: order-dependent, as Harbor
+                return sum(exact_list(g, o))
+            if ints:
+                value = _int_total(rewards.exact_sums(o), merged, g)
+                return sum(exact_list(g, o)) if value is None else value
         exact = rewards.exact_sums(o)
         if exact is not None:
             value = exact.rounded(sum(exact.totals) if merged else exact.totals[g])
@@ -538,6 +585,17 @@ def harbor_metrics_by_group(
                 result[label] = aggregate(exact_list(g, o))
         out.append(result)
     return out
+
+
+def _int_total(exact: ExactSums | None, merged: bool, g: int) -> int | None:
+    """The exact total of an evals key whose values are all ints, from ``exact`` (None
+    when there is none; an exact total of integers is an integer times ``2**exponent``)."""
+    if exact is None:
+        return None
+    total = sum(exact.totals) if merged else exact.totals[g]
+    if exact.exponent >= 0:
+        return total << exact.exponent
+    return total >> -exact.exponent
 
 
 def harbor_metric(name: str, rewards: HarborRewards) -> dict[str, Any]:

@@ -131,18 +131,23 @@ class Diagnostics:
 #   invalid) | primary kind << 3 (2 bits) | ``isfinite(primary)`` << 5;
 # * secondary code (uint8 per key, 3 bits): kind | ``isfinite(value)`` << 2.
 #
-# A kind outside 0..3 is read as NONFINITE: present, not a number (what the rules did with it).
+# ``Kind.INTEGER`` is read as NUMBER (the rules do not tell ints from floats: only Harbor's
+# Sum/Min/Max do); any other kind outside 0..3 as NONFINITE: present, not a number.
 PRIMARY_CODES = 64
 _EXCEPTION, _NO_VERIFIER, _INVALID, _FINITE = 1, 2, 4, 32
 USABLE_MASK, USABLE_CODE = 0b111110, 0b101000  # valid, verifier, NUMBER, finite
 EMITTED_CODE = Kind.NUMBER | 4  # a secondary code: NUMBER and finite
 
 
+_KIND_CODES = np.full(256, Kind.NONFINITE, dtype=np.uint8)
+_KIND_CODES[: Kind.INTEGER + 1] = [*range(4), Kind.NUMBER]
+
+
 def _kind_code(kinds: np.ndarray) -> np.ndarray:
-    """Kinds as uint8 0..3 (anything else → NONFINITE)."""
+    """Kinds as uint8 0..3 (INTEGER → NUMBER, anything else above 3 → NONFINITE)."""
     codes = kinds.view(np.uint8) if kinds.dtype.itemsize == 1 else kinds.astype(np.uint8)
     if codes.size and int(codes.max()) > 3:
-        codes = np.where(codes > 3, np.uint8(Kind.NONFINITE), codes)
+        codes = _KIND_CODES[codes]
     return codes
 
 

@@ -12,6 +12,7 @@ Columns (``n`` rows, ``k`` secondary reward keys):
 ``primary``        float64[n]     the primary reward as Harbor's model coerces it (bool → 0/1,
                                   numeric string → number); NaN when missing
 ``primary_kind``   int8[n]        ``Kind`` of the primary value as written in result.json
+                                  (``INTEGER`` where Harbor's model holds an ``int``)
 ``values``         float64[n, k]  secondary rewards, same coercion; NaN when missing
 ``kinds``          int8[n, k]     ``Kind`` of each secondary value
 ``agent``          int32[n]       index into ``agents`` (``"name@version"``)
@@ -58,6 +59,15 @@ class Kind(IntEnum):
     NUMBER = 1  # finite number (numeric strings coerced by Harbor included)
     NONFINITE = 2  # NaN or infinity literal
     BOOLEAN = 3  # JSON true/false (Harbor coerces to 1/0)
+    INTEGER = 4  # a finite NUMBER that Harbor's model holds as an int (a JSON integer)
+
+    @classmethod
+    def stored(cls, value: object, kind: int) -> int:
+        """The kind a table stores for a coerced ``value`` written as ``kind``: ``INTEGER``
+        for a NUMBER that is a Python ``int`` (Harbor's ``dict[str, float | int]`` keeps JSON
+        integers as ints: its Sum/Min/Max then return ints), else ``kind``. The value column
+        holds ``float(value)``: exact up to ``2**53`` in magnitude."""
+        return cls.INTEGER if kind == cls.NUMBER and value.__class__ is int else kind
 
 
 class Strings(Sequence[str]):

@@ -20,8 +20,8 @@ def _kind_value(value: Any) -> tuple[Kind, float]:
         return Kind.BOOLEAN, float(value)
     if isinstance(value, str):
         return Kind.NUMBER, float(value)
-    value = float(value)
-    return (Kind.NUMBER if math.isfinite(value) else Kind.NONFINITE), value
+    number = float(value)
+    return Kind.stored(value, Kind.NUMBER if math.isfinite(number) else Kind.NONFINITE), number
 
 
 def _index(labels: list[str], value: str) -> int:

@@ -456,7 +456,7 @@ def test_packed_cell_counts_equal_row_by_row_counts(shuffled: bool, threshold: f
     n, k, tasks = 3000, 5, 9
     task = np.sort(rng.integers(0, tasks, n)).astype(np.int32)
     order = rng.permutation(n) if shuffled else np.arange(n)
-    kinds = rng.integers(0, 5, (n, k)).astype(np.int8)  # 4: an unknown kind
+    kinds = rng.integers(0, 6, (n, k)).astype(np.int8)  # 4: INTEGER (a NUMBER), 5: unknown
     values = rng.choice([0.0, 1.0, 0.5, np.nan, np.inf], (n, k))
     table = RewardTable(
         reward_key="reward",
@@ -467,7 +467,7 @@ def test_packed_cell_counts_equal_row_by_row_counts(shuffled: bool, threshold: f
         attempt=np.zeros(n, np.int32),
         flags=rng.integers(0, 8, n).astype(np.uint8),
         primary=rng.choice([0.0, 1.0, 0.25, -1.0, np.nan, np.inf], n),
-        primary_kind=rng.integers(0, 4, n).astype(np.int8),
+        primary_kind=rng.integers(0, 5, n).astype(np.int8),
         values=values,
         kinds=kinds,
         agent=np.zeros(n, np.int32),
@@ -482,7 +482,8 @@ def test_packed_cell_counts_equal_row_by_row_counts(shuffled: bool, threshold: f
     valid = (flags & Flag.INVALID) == 0
     verifier = (flags & Flag.NO_VERIFIER) == 0
     exception = (flags & Flag.EXCEPTION) != 0
-    usable = valid & verifier & (table.primary_kind == Kind.NUMBER) & np.isfinite(table.primary)
+    number = np.isin(table.primary_kind, [Kind.NUMBER, Kind.INTEGER])
+    usable = valid & verifier & number & np.isfinite(table.primary)
     status = np.select([~valid, exception & usable, exception, ~verifier], [4, 1, 2, 3], default=0)
     cell = table.task.astype(np.int64) * 2 + table.model
     cells = np.unique(cell)
@@ -501,7 +502,8 @@ def test_packed_cell_counts_equal_row_by_row_counts(shuffled: bool, threshold: f
     for out, name in enumerate(partials.secondaries, start=1):
         j = table.keys.index(name)
         present = valid & (kinds[:, j] != Kind.MISSING)
-        emitted = present & verifier & (kinds[:, j] == Kind.NUMBER) & np.isfinite(values[:, j])
+        number = np.isin(kinds[:, j], [Kind.NUMBER, Kind.INTEGER])
+        emitted = present & verifier & number & np.isfinite(values[:, j])
         assert (partials.present[:, out] == per_cell(present)).all()
         assert (partials.measured[:, out] == per_cell(emitted)).all()
         value = np.where(emitted, values[:, j], 0.0)

@@ -13,6 +13,7 @@ from harbor.metrics.mean import Mean
 from harbor.metrics.min import Min
 from harbor.metrics.sum import Sum
 from harbor.models.job.result import JobStats
+from harbor.models.trial.result import TrialResult
 from harbor.utils.pass_at_k import compute_pass_at_k_by_evals
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,7 +30,9 @@ def check_parity(rows, reward_key: str = "reward") -> None:
     trials = harbor_trials(rows)
     rewards = harbor_rewards(trials)
     if rewards:
-        assert report.harbor_metrics == [HARBOR[name].compute(rewards) for name in NAMES]
+        want = [HARBOR[name].compute(rewards) for name in NAMES]
+        assert report.harbor_metrics == want
+        assert repr(report.harbor_metrics) == repr(want)  # ints stay ints, -0.0 stays -0.0
     else:
         assert report.harbor_metrics == []
     assert report.harbor_pass_at_k == compute_pass_at_k_by_evals(trials)
@@ -44,6 +47,7 @@ def check_parity(rows, reward_key: str = "reward") -> None:
     for key, members in groups.items():
         want = [HARBOR[name].compute(harbor_rewards(members)) for name in NAMES]
         assert report.harbor_evals[key]["metrics"] == want
+        assert repr(report.harbor_evals[key]["metrics"]) == repr(want)
 
 
 def test_seed_examples() -> None:
@@ -114,6 +118,8 @@ value = st.one_of(
     st.sampled_from([0.0, -0.0, 1.0, 3.0, 0.1, 0.2, 0.3, 1 / 3, 2 / 3, 0.7, 1e-9, 12.5, -0.4]),
     st.booleans(),
     st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False),
+    st.integers(-3, 3),  # JSON integers: Harbor keeps ints (exact sums, int results)
+    st.integers(-(2**53), 2**53),
 )
 rewards = st.one_of(
     st.none(),
@@ -124,7 +130,7 @@ row = st.fixed_dictionaries(
     {
         "task": st.sampled_from(["a", "b", "c", "d"]),
         "rewards": rewards,
-        "agent": st.sampled_from(["x@1", "y@2"]),
+        "agent": st.sampled_from(["x@1", "y@2", "x@2@rc"]),  # a version may hold "@"
         "model": st.sampled_from(["", "m"]),
         "dataset": st.sampled_from(["", "ds"]),
     }
@@ -158,10 +164,36 @@ def test_pass_at_k_parity_on_random_binary_trials(rows) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_integer_rewards_equal_harbor(name: str) -> None:
-    # reward.txt-style 0/1 integers: Harbor keeps ints, the table floats; values are equal
+    # reward.json-style 0/1 integers: Harbor keeps ints, so Sum/Min/Max are ints
     rows = [{"task": f"t{i}", "rewards": {"reward": i % 2}} for i in range(7)]
     report = score(make_table(rows), metrics=[name])
-    assert report.harbor_metrics == [HARBOR[name].compute(harbor_rewards(harbor_trials(rows)))]
+    want = [HARBOR[name].compute(harbor_rewards(harbor_trials(rows)))]
+    assert repr(report.harbor_metrics) == repr(want)
+    check_parity(rows)
+
+
+def test_integer_rewards_types_and_mixed_sums() -> None:
+    rows = [{"task": "t", "rewards": {"reward": v}} for v in (1, 0.1, 0.1)]
+    report = score(make_table(rows), metrics=NAMES)
+    # CPython adds the int prefix without compensation: not the float sum's 0.39999999999999997
+    assert report.harbor_metrics == [
+        {"mean": 0.4000000000000001},
+        {"sum": 1.2000000000000002},
+        {"min": 0.1},
+        {"max": 1},
+    ]
+    assert type(report.harbor_metrics[3]["max"]) is int
+    check_parity(rows)
+    ints = [
+        {"task": f"t{i}", "rewards": {"reward": v, "n": 2**52 + i}} for i, v in enumerate((3, 4))
+    ]
+    report = score(make_table(ints), metrics=["sum", "mean"])
+    assert report.harbor_metrics == [
+        {"n": 2**53 + 1, "reward": 7},
+        {"n": 2**52 + 0.5, "reward": 3.5},
+    ]
+    assert type(report.harbor_metrics[0]["n"]) is int
+    check_parity(ints)
 
 
 @settings(max_examples=300, deadline=None)
@@ -338,3 +370,36 @@ def test_parity_on_rows_grouped_by_task_with_interleaved_models(binary: bool) ->
                 }
             )
     check_parity(rows)
+
+
+def test_integer_rewards_end_to_end(capsys, tmp_path) -> None:
+    """JSON integers in result.json keep Harbor's int results through a job directory, the
+    store and a trials.jsonl round trip (Sum 2, Max 1: ints, as Harbor's own Sum/Max)."""
+    import json
+
+    from casstore.store import Store
+    from casstore.trials import write_trials_jsonl
+    from cli.main import run
+    from tests.trials_builder import make_job, trial_json, trial_result
+
+    values = {"a__1": 1, "a__2": 0, "b__1": 1, "b__2": 0.5}
+    trials = {
+        name: trial_json(trial_result(name[0], name, {"reward": v}, started=i))
+        for i, (name, v) in enumerate(values.items())
+    }
+    job = make_job(tmp_path / "job", trials)
+    parsed = [TrialResult.model_validate_json(text) for text in trials.values()]
+    want = [HARBOR[m].compute(harbor_rewards(parsed)) for m in ("sum", "max", "min")]
+    assert repr(want) == "[{'sum': 2.5}, {'max': 1}, {'min': 0}]"
+    store = tmp_path / "store"
+    with Store(store) as opened:
+        opened.import_jobs([job])
+        (record,) = opened.jobs()
+        write_trials_jsonl(opened.trial_records(record.job_id), tmp_path / "trials.jsonl")
+    for source in (str(job), record.job_id, str(tmp_path / "trials.jsonl")):
+        capsys.readouterr()
+        metrics = ["--metric", "sum", "--metric", "max", "--metric", "min"]
+        code = run(["--store", str(store), "rescore", source, *metrics, "--json"])
+        out = capsys.readouterr().out
+        assert code == 0
+        assert repr(json.loads(out)["harbor_metrics"]) == repr(want)  # JSON 1, not 1.0

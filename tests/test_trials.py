@@ -322,6 +322,9 @@ def test_read_job_table_flags_and_kinds(tmp_path: Path) -> None:
     flags, value, kind = row("missing_primary__x")
     assert flags == 0 and math.isnan(value) and kind == Kind.MISSING
     assert row("errored__x") == (Flag.EXCEPTION, 1.0, Kind.NUMBER)
+    # JSON integers: Harbor's model holds ints (its Sum/Min/Max then return ints)
+    assert row("secondary__a") == (0, 1.0, Kind.INTEGER)
+    assert row("secondary__b") == (0, 0.0, Kind.INTEGER)
     assert row("duplicate_keys__x")[1:] == (1.0, Kind.NUMBER)
     # secondaries: keys of valid mappings other than the primary, sorted
     assert table.keys == ["acc", "x"]

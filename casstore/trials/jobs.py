@@ -277,6 +277,7 @@ _MAX_RESULT_BYTES = 64 << 20  # a result.json beyond this is refused (a device, 
 _LABELS = ("agent", "model", "dataset", "exception", "failure")
 _EXCEPTION, _NO_VERIFIER, _INVALID = int(Flag.EXCEPTION), int(Flag.NO_VERIFIER), int(Flag.INVALID)
 _NUMBER = int(Kind.NUMBER)
+_stored_kind = Kind.stored
 
 
 class _Chunk(msgspec.Struct, array_like=True, gc=False):
@@ -465,9 +466,11 @@ def _pack_chunk(
             for key, value in rewards.items():
                 if key == reward_key:
                     c_primary[k] = float(value)
-                    c_primary_kind[k] = row_kinds.get(key, _NUMBER)
+                    c_primary_kind[k] = _stored_kind(value, row_kinds.get(key, _NUMBER))
                 else:
-                    secondary.append((k, key, value, row_kinds.get(key, _NUMBER)))
+                    secondary.append(
+                        (k, key, value, _stored_kind(value, row_kinds.get(key, _NUMBER)))
+                    )
         c_codes[:, k] = (
             agent_l.setdefault(f"{r.agent_name}@{r.agent_version}", len(agent_l)),
             model_l.setdefault(r.model_name or "", len(model_l)),
@@ -1420,7 +1423,7 @@ def table_from_records(
         if rewards and r.valid:
             row_kinds = r.kinds
             for key, value in rewards.items():
-                kind = row_kinds.get(key, number)
+                kind = _stored_kind(value, row_kinds.get(key, number))
                 if key == reward_key:
                     primary_rows.append(i)
                     primary_values.append(value)
