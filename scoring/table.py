@@ -31,14 +31,13 @@ from __future__ import annotations
 import io
 import struct
 import zipfile
-import zlib
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
 from typing import Any
 
 import numpy as np
+from isal.isal_zlib import crc32  # ISA-L's CRC-32: zlib's result at ~6x zlib's speed
 from numpy.lib import format as npy_format
 
 __all__ = ["Flag", "Kind", "RewardTable", "Strings"]
@@ -176,7 +175,7 @@ def _member_array(body: memoryview, crc: int, name: str) -> tuple[np.ndarray, Ca
     any value is used."""
 
     def verify() -> None:
-        if zlib.crc32(body) != crc:
+        if crc32(body) != crc:
             raise ValueError(f"column {name}: CRC-32 mismatch (corrupt reward table)")
 
     stream = io.BytesIO(body[: 65536 + 64])
@@ -222,17 +221,6 @@ def _write_npz(arrays: dict[str, np.ndarray]) -> bytes:
             info.extra = struct.pack("<HH", _PADDING_ID, padding) + bytes(padding)
             archive.writestr(info, member.getbuffer())
     return buffer.getvalue()
-
-
-def _check_all(checks: list[Callable[[], None]]) -> None:
-    """Run the CRC checks, two threads at a time (``zlib.crc32`` releases the GIL)."""
-    if len(checks) < 2:
-        for check in checks:
-            check()
-        return
-    with ThreadPoolExecutor(2, thread_name_prefix="casstore-crc") as pool:
-        for future in [pool.submit(check) for check in checks]:
-            future.result()
 
 
 _STRING_COLUMNS = (
@@ -321,7 +309,8 @@ class RewardTable:
                 columns[name] = Strings(array, verify) if lazy else array
             else:
                 columns[name] = array
-        _check_all(eager)
+        for verify in eager:
+            verify()
         for name in _STRING_COLUMNS:
             if not isinstance(columns[name], Strings):
                 columns[name] = columns[name].tolist()
