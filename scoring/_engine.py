@@ -15,8 +15,8 @@ Pipeline (``n`` rows, ``C`` cells, ``T`` tasks, ``O`` outputs), all NumPy:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -107,12 +107,21 @@ def _block(
     }
 
 
+def _quiet[T](function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` with overflow and invalid-value warnings off (NumPy's error state
+    is per thread: a pool thread does not inherit the caller's)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return function(*args)
+
+
 def summarize(
     partials: Partials,
     ks: Sequence[int] | None = None,
     group_by: Sequence[str] = DEFAULT_GROUP_BY,
+    pool: Executor | None = None,
 ) -> ScoreReport:
-    """A report from partial aggregates alone (no diagnostics, Harbor parity or views)."""
+    """A report from partial aggregates alone (no diagnostics, Harbor parity or views);
+    ``pool`` (optional) computes the per-group blocks while this thread does the rest."""
     group_fields = _check_group_by(group_by)
     cell = partials.cell
     outputs = partials.outputs
@@ -133,6 +142,8 @@ def summarize(
     ks = (
         _check_ks(ks) if ks is not None else default_ks(int(attempts.max()) if attempts.size else 0)
     )
+    group_args = (partials, group_fields, per_cell, task_of, expected, outputs, ks)
+    pending = pool.submit(_quiet, _groups, *group_args) if pool is not None else None
     overall = Block(**_block(attempts, successes, status, measured, sums, expected, outputs, ks))
     tasks = TaskTable(
         names=partials.labels["task"],
@@ -145,7 +156,7 @@ def summarize(
         sums=sums,
         sumsq=sumsq,
     )
-    groups = _groups(partials, group_fields, per_cell, task_of, expected, outputs, ks)
+    groups = pending.result() if pending is not None else _groups(*group_args)
     return ScoreReport(
         reward_key=partials.reward_key,
         threshold=partials.threshold,
@@ -242,18 +253,19 @@ def score(
     _check_group_by(group_by)  # usage errors first, before a metric script is started
     if ks is not None:
         _check_ks(ks)
-    with ThreadPoolExecutor(1, thread_name_prefix="casstore-parity") as pool:
-        # the parity outputs only read the table: on a second thread, NumPy's loops (which
-        # release the GIL) overlap with the engine's
+    with ThreadPoolExecutor(3, thread_name_prefix="casstore-score") as pool:
+        # the parity outputs, the diagnostics and the per-group blocks only read what they
+        # are given: on other threads, NumPy's loops (which release the GIL) overlap
         parity = pool.submit(_harbor_parity, table, metrics, metric_timeout) if harbor else None
         with np.errstate(over="ignore", invalid="ignore"):  # huge rewards: inf, not warnings
             rules = apply_rules(table)
             partials = Partials.from_table(table, rules, threshold)
-            report = summarize(partials, ks=ks, group_by=group_by)
+            diagnostics = pool.submit(_quiet, lambda: rules.diagnostics)
+            report = summarize(partials, ks=ks, group_by=group_by, pool=pool)
+        report.diagnostics = diagnostics.result()
         if parity is not None:
             report.harbor_metrics, report.harbor_pass_at_k, report.harbor_evals = parity.result()
     report.jobs = list(table.jobs)
-    report.diagnostics = rules.diagnostics
     report.table = table
     if views:
         report.views = evaluate_views(list(views), _lookup(report, metrics))
