@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,9 +21,27 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def emit_json(payload: Any) -> None:
-    """Write ``payload`` as indented JSON (orjson) to stdout."""
-    sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2) + b"\n")
+    """Write ``payload`` as indented JSON (orjson) to stdout; NaN and infinity as ``null``.
+
+    An integer beyond 64 bits (an exact Harbor Sum of huge integer rewards), which orjson
+    refuses, is written exactly by the standard library instead."""
+    try:
+        data = orjson.dumps(payload, option=orjson.OPT_INDENT_2)
+    except TypeError:
+        data = json.dumps(_finite(payload), indent=2, ensure_ascii=False).encode()
+    sys.stdout.buffer.write(data + b"\n")
     sys.stdout.flush()
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by None (as orjson writes them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:

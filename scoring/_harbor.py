@@ -5,8 +5,11 @@ What Harbor does (``harbor/job.py``, ``harbor/metrics/*.py``, ``harbor/utils/pas
 * trials are grouped by *evals key* ``agent__model__dataset`` (``agent__dataset`` without a
   model; dataset = the trial's ``source`` or ``"adhoc"``), keeping trial order;
 * each trial contributes ``verifier_result.rewards`` (a dict as its pydantic model coerced it)
-  or ``None`` without a verifier result; a result Harbor cannot validate (``Flag.INVALID``) is
-  not loaded at all, so it is left out here too;
+  or ``None`` without a verifier result; a trial whose reward mapping Harbor's
+  ``VerifierResult`` refuses (``Flag.INVALID``) is not loaded at all, so it is left out here
+  too (drift elsewhere in a ``result.json`` — files older Harbor versions wrote, which Harbor
+  0.20's ``TrialResult`` refuses — is accepted: such trials count with the rewards Harbor's
+  model gives them);
 * Mean/Sum/Min/Max (``aggregate_reward_dicts``): with at most one key over all rewards, the
   list ``[0 if r is None else next(iter(r.values()), 0)]`` aggregated under the metric's name;
   with several keys, for each key in sorted order ``[0 if r is None else r.get(key, 0)]``.

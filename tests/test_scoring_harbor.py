@@ -403,3 +403,23 @@ def test_integer_rewards_end_to_end(capsys, tmp_path) -> None:
         out = capsys.readouterr().out
         assert code == 0
         assert repr(json.loads(out)["harbor_metrics"]) == repr(want)  # JSON 1, not 1.0
+
+
+def test_json_output_writes_integers_beyond_64_bits(capsys, tmp_path) -> None:
+    """An exact Harbor Sum of int64 rewards can leave 64 bits: --json writes it exactly."""
+    import json
+
+    from cli.main import run
+    from tests.trials_builder import make_job, trial_json, trial_result
+
+    low = -(2**63)
+    trials = {
+        f"t__{i}": trial_json(trial_result("t", f"t__{i}", {"reward": low}, started=i))
+        for i in range(2)
+    }
+    job = make_job(tmp_path / "job", trials)
+    capsys.readouterr()
+    assert run(["rescore", str(job), "--metric", "sum", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["harbor_metrics"] == [{"sum": 2 * low}]
+    assert Sum().compute([{"reward": low}] * 2) == {"sum": 2 * low}
