@@ -39,6 +39,9 @@ from casstore.trials.records import (
     REWARD_KEY_METADATA,
     JobRecord,
     TrialRecord,
+    decode_stored,
+    encode_stored,
+    stored_with_attempt,
 )
 from scoring.table import Flag, Kind, RewardTable
 
@@ -101,8 +104,8 @@ class ImportedJob:
     def trials(self) -> list[TrialRecord]:
         if self._trials is None:
             assert self.packed is not None
-            decode = _RECORD_DECODER.decode
-            self._trials = [decode(r) for r in self.packed.records]
+            job_id, path, key = self.job_id, self.record.path, self.record.reward_key
+            self._trials = [decode_stored(r, job_id, path, key) for r in self.packed.records]
         return self._trials
 
     @trials.setter
@@ -137,7 +140,6 @@ class ImportedJob:
         return len(self.packed.names) if self._trials is None and self.packed else len(self.trials)
 
 
-_RECORD_DECODER = msgspec.msgpack.Decoder(TrialRecord)
 _EVIDENCE_DECODER = msgspec.msgpack.Decoder()
 
 
@@ -354,8 +356,7 @@ def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _C
         datas: list[bytes] = []
         sha256 = hashlib.sha256
         dict_id = evidence.id
-        prefix = job_dir + "/"
-        base = "" if dir_fd is not None else prefix
+        base = "" if dir_fd is not None else job_dir + "/"
         open_, read, close = os.open, os.read, os.close
         for index, name in enumerate(names):
             path = name + "/result.json"
@@ -380,7 +381,7 @@ def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _C
                     reward_key,
                     evidence="sha256:" + sha256(data).hexdigest(),
                     evidence_dict=dict_id,
-                    result_path=prefix + path,
+                    result_path=path,  # relative to the job, as stored (encode_stored)
                 )
             except ResultUnreadable as error:
                 if not data or data.isspace():
@@ -395,7 +396,7 @@ def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _C
     finally:
         if dir_fd is not None:
             os.close(dir_fd)
-    return _pack_chunk(rows, errors, records, blobs, job_id, dict_id, reward_key)
+    return _pack_chunk(rows, errors, records, blobs, job_dir, job_id, dict_id, reward_key)
 
 
 def _pack_chunk(
@@ -403,12 +404,13 @@ def _pack_chunk(
     errors: list[tuple[int, str]],
     records: list[TrialRecord],
     blobs: list[bytes],
+    job_dir: str,
     job_id: str,
     dict_id: str | None,
     reward_key: str,
 ) -> _Chunk:
-    """The chunk's records with their attempts (within the chunk), encoded, and its table
-    columns."""
+    """The chunk's records with their attempts (within the chunk), in the stored form
+    (:func:`encode_stored`), and its table columns."""
     encode = _ENCODER.encode
     names = [r.trial_name for r in records]
     tasks = [r.task_name for r in records]
@@ -492,7 +494,7 @@ def _pack_chunk(
         tasks=tasks,
         started=started,
         keys=[(prefix + name).encode() for name in names],
-        records=list(map(encode, records)),
+        records=[encode_stored(r, job_dir, reward_key) for r in records],
         ev_keys=ev_keys,
         ev_values=ev_values,
         flags=c_flags[at].tobytes(),
@@ -541,55 +543,6 @@ _CHUNK_DECODER = msgspec.msgpack.Decoder(_Chunk)
 
 def _decode_chunk(data: bytes) -> _Chunk:
     return _CHUNK_DECODER.decode(data)
-
-
-_ATTEMPT_KEY = msgspec.msgpack.encode("attempt")
-
-
-def _skip_str(data: bytes, at: int) -> int:
-    """The offset after the msgpack str starting at ``at``."""
-    first = data[at]
-    if 0xA0 <= first <= 0xBF:  # fixstr
-        return at + 1 + (first & 0x1F)
-    width = {0xD9: 1, 0xDA: 2, 0xDB: 4}[first]
-    return at + 1 + width + int.from_bytes(data[at + 1 : at + 1 + width], "big")
-
-
-def _skip_uint(data: bytes, at: int) -> tuple[int, int]:
-    """``(value, offset after it)`` of the msgpack unsigned int starting at ``at``."""
-    first = data[at]
-    if first < 0x80:  # positive fixint
-        return first, at + 1
-    width = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}[first]
-    return int.from_bytes(data[at + 1 : at + 1 + width], "big"), at + 1 + width
-
-
-def _set_attempt(data: bytes, attempt: int) -> bytes:
-    """A msgpack :class:`TrialRecord` as encoded with ``attempt`` instead of its own: the
-    ``attempt`` entry (absent when 0, an omitted default) follows the ``job_id``,
-    ``trial_name`` and ``task_name`` entries, and the map header counts it (msgspec writes a
-    map16 header for every struct with omitted defaults, whatever its size: the header keeps
-    its form)."""
-    first = data[0]
-    if first < 0xDE:  # fixmap
-        count, head = first & 0x0F, 1
-    else:  # map16 (a record has far fewer than 65536 entries)
-        count, head = int.from_bytes(data[1:3], "big"), 3
-    split = head
-    for _ in range(3):  # job_id, trial_name, task_name: key and value strings
-        split = _skip_str(data, _skip_str(data, split))
-    end, current = split, 0
-    if data.startswith(_ATTEMPT_KEY, split):
-        current, end = _skip_uint(data, split + len(_ATTEMPT_KEY))
-    if current == attempt:
-        return data
-    count += (attempt != 0) - (current != 0)
-    if head == 1 and count < 16:
-        header = bytes((0x80 | count,))
-    else:
-        header = b"\xde" + count.to_bytes(2, "big")
-    entry = _ATTEMPT_KEY + _ENCODER.encode(attempt) if attempt else b""
-    return b"".join((header, data[head:split], entry, data[end:]))
 
 
 def _disjoint_segments(
@@ -724,7 +677,7 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
             local = local[kept]
         order_list, attempts, task_segments = _attempts(tasks, started, names)
         records = [
-            r if a == b else _set_attempt(r, a)
+            r if a == b else stored_with_attempt(r, a)
             for r, a, b in zip(records, attempts, local.tolist(), strict=True)
         ]
         task_list = [task for task, _, _ in task_segments]

@@ -1,7 +1,8 @@
 """Imported jobs in a store's LMDB index (what ``Store.import_jobs`` and friends do).
 
 Databases (keys UTF-8, values msgpack): ``jobs`` (job id → :class:`JobRecord`), ``trials``
-(``<job id>/<trial name>`` → :class:`TrialRecord`), ``reward_tables`` (job id →
+(``<job id>/<trial name>`` → :class:`TrialRecord` in its stored form: an array without what the
+job record implies, see :func:`~casstore.trials.records.encode_stored`), ``reward_tables`` (job id →
 :meth:`RewardTable.to_bytes`), ``evidence`` (``sha256:<hex>`` of the raw result.json →
 ``{"dict": id or None, "data": zstd bytes, "size": n}``), ``zstd_dicts`` (dictionary id →
 bytes).
@@ -50,6 +51,8 @@ from casstore.trials.records import (
     ImportReport,
     JobRecord,
     TrialRecord,
+    decode_stored,
+    encode_stored,
     from_builtins,
     to_builtins,
 )
@@ -288,23 +291,21 @@ def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> Imp
     if parsed.packed is not None and not _has_trials(txn, job_id):
         return _store_packed(txn, parsed, previous)
     new_names = set()
-    evidence_keys: list[bytes] = []
-    evidence_values: list[dict[str, Any]] = []
+    evidence: list[tuple[bytes, bytes]] = []
+    encode = _ENCODER.encode
     for trial in parsed.trials:
         if trial.evidence:
             blob = parsed.evidence.get(trial.evidence)
             if blob is not None:
-                evidence_keys.append(trial.evidence.encode())
-                evidence_values.append(
-                    {"dict": trial.evidence_dict, "data": blob, "size": trial.evidence_bytes}
-                )
+                entry = {"dict": trial.evidence_dict, "data": blob, "size": trial.evidence_bytes}
+                evidence.append((trial.evidence.encode(), encode(entry)))
         new_names.add(trial.trial_name)
-    # kept evidence is never replaced
-    _put_many(txn, "evidence", evidence_keys, evidence_values, overwrite=False)
+    _put_encoded(txn, "evidence", evidence, overwrite=False)  # kept evidence is never replaced
+    stored_as = previous or record  # the job the stored records were written for
     old = [
-        from_builtins(raw, TrialRecord)
-        for _, raw in txn.items("trials", f"{job_id}/")
-        if raw.get("trial_name") not in new_names
+        t
+        for t in _stored_trials(txn, job_id, stored_as.path, stored_as.reward_key)
+        if t.trial_name not in new_names
     ]
     everything = old + list(parsed.trials)
     record_reward_key(everything, key)
@@ -315,11 +316,14 @@ def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> Imp
         changed = [  # new records and those whose attempt or key changed
             t for t in everything if before.get(t.trial_name) != (t.attempt, t.reward_key)
         ]
+        if stored_as.path != record.path:  # stored result paths are relative to the job's
+            changed = everything
     else:  # the parsed trials alone: attempts and table as read_job made them
         table = parsed.table
         changed = everything
     prefix = f"{job_id}/"
-    _put_many(txn, "trials", [(prefix + t.trial_name).encode() for t in changed], changed)
+    rows = [((prefix + t.trial_name).encode(), encode_stored(t, record.path, key)) for t in changed]
+    _put_encoded(txn, "trials", rows)
     txn.put("reward_tables", job_id, table.to_bytes())
     codes: Counter[str] = Counter(t.failure for t in everything if t.failure)
     for code in ("result_unreadable", "job_result_missing_partial", "trial_count_mismatch"):
@@ -446,24 +450,6 @@ def _put_encoded(
 _ENCODER = msgspec.msgpack.Encoder()
 
 
-def _put_many(
-    txn: Txn, db: str, keys: list[bytes], values: Sequence[Any], overwrite: bool = True
-) -> None:
-    """``values[i]`` at ``keys[i]`` of ``db``, as ``Txn.put`` would store them (msgpack of
-    their builtins; records are encoded directly, without the builtins), in one
-    ``Cursor.putmulti`` in key order (sequential B-tree inserts). ``overwrite=False`` keeps
-    existing values (the first of equal keys wins)."""
-    if not keys:
-        return
-    encode = _ENCODER.encode
-    items = sorted(zip(keys, [encode(v) for v in values], strict=True), key=_first)
-    cursor = txn._txn.cursor(db=txn._dbs[db])  # bulk puts of already-encoded values
-    try:
-        cursor.putmulti(items, overwrite=overwrite)
-    finally:
-        cursor.close()
-
-
 def _first(item: tuple[bytes, Any]) -> bytes:
     return item[0]
 
@@ -561,19 +547,18 @@ def trial_records(store: Store, job: str) -> list[TrialRecord]:
     """The job's trial records (by id or name), by trial name. A relative ``result_path``
     (stored by older imports, as typed then) is made absolute under the job's path."""
     record = job_record(store, job)
-    job_id = record.job_id
-    records = store.index.read(
-        lambda txn: [
-            from_builtins(raw, TrialRecord) for _, raw in txn.items("trials", f"{job_id}/")
-        ]
+    return store.index.read(
+        lambda txn: _stored_trials(txn, record.job_id, record.path, record.reward_key)
     )
-    if record.path:
-        for r in records:
-            if r.result_path and not Path(r.result_path).is_absolute():
-                r.result_path = str(
-                    Path(record.path) / Path(r.result_path).parent.name / "result.json"
-                )
-    return records
+
+
+def _stored_trials(txn: Txn, job_id: str, path: str | None, reward_key: str) -> list[TrialRecord]:
+    """The stored trial records of ``job_id`` (by trial name), decoded for the job record's
+    ``path`` and ``reward_key`` (see :func:`decode_stored`)."""
+    return [
+        decode_stored(raw, job_id, path, reward_key)
+        for _, raw in txn.raw_items("trials", f"{job_id}/")
+    ]
 
 
 def evidence_bytes(store: Store, digest: str) -> bytes:
