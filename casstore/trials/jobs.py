@@ -33,14 +33,14 @@ import numpy as np
 
 from casstore.errors import CheckError, UsageError
 from casstore.trials.evidence import Evidence, train
-from casstore.trials.parse import ResultUnreadable, failure_of, parse_result
+from casstore.trials.parse import ResultUnreadable, failure_of, parse_stored
 from casstore.trials.records import (
     FAILURE_CODES,
     REWARD_KEY_METADATA,
     JobRecord,
+    StoredTrialRecord,
     TrialRecord,
     decode_stored,
-    encode_stored,
     stored_with_attempt,
 )
 from scoring.table import Flag, Kind, RewardTable
@@ -352,7 +352,7 @@ def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _C
     try:
         rows: list[int] = []
         errors: list[tuple[int, str]] = []
-        records: list[TrialRecord] = []
+        records: list[StoredTrialRecord] = []
         datas: list[bytes] = []
         sha256 = hashlib.sha256
         dict_id = evidence.id
@@ -375,13 +375,11 @@ def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _C
                 errors.append((index, f"result.json unreadable: {error.strerror or error}"))
                 continue
             try:
-                record = parse_result(
+                record = parse_stored(
                     data,
-                    job_id,
-                    reward_key,
                     evidence="sha256:" + sha256(data).hexdigest(),
                     evidence_dict=dict_id,
-                    result_path=path,  # relative to the job, as stored (encode_stored)
+                    result_path=path,  # relative to the job, as stored
                 )
             except ResultUnreadable as error:
                 if not data or data.isspace():
@@ -396,21 +394,20 @@ def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _C
     finally:
         if dir_fd is not None:
             os.close(dir_fd)
-    return _pack_chunk(rows, errors, records, blobs, job_dir, job_id, dict_id, reward_key)
+    return _pack_chunk(rows, errors, records, blobs, job_id, dict_id, reward_key)
 
 
 def _pack_chunk(
     rows: list[int],
     errors: list[tuple[int, str]],
-    records: list[TrialRecord],
+    records: list[StoredTrialRecord],
     blobs: list[bytes],
-    job_dir: str,
     job_id: str,
     dict_id: str | None,
     reward_key: str,
 ) -> _Chunk:
-    """The chunk's records with their attempts (within the chunk), in the stored form
-    (:func:`encode_stored`), and its table columns."""
+    """The chunk's records with their attempts (within the chunk), encoded as the store keeps
+    them (:func:`encode_stored`), and its table columns."""
     encode = _ENCODER.encode
     names = [r.trial_name for r in records]
     tasks = [r.task_name for r in records]
@@ -494,7 +491,7 @@ def _pack_chunk(
         tasks=tasks,
         started=started,
         keys=[(prefix + name).encode() for name in names],
-        records=[encode_stored(r, job_dir, reward_key) for r in records],
+        records=list(map(encode, records)),
         ev_keys=ev_keys,
         ev_values=ev_values,
         flags=c_flags[at].tobytes(),
@@ -1029,7 +1026,7 @@ def read_job(
     job_id = job_id_of(path, job_result, config_bytes)
     skipped = set(skip)
     all_names = _subdir_names(path) if trial_dirs is None else trial_dirs
-    names = [n for n in all_names if n not in skipped]
+    names = [n for n in all_names if n not in skipped] if skipped else all_names
     # a dictionary trained on a sample, then parse (in parallel when large)
     if dictionary is None:
         samples = [_read_bytes(path / n / "result.json") for n in _sample(names, TRAIN_SAMPLES)]
@@ -1046,7 +1043,10 @@ def read_job(
     diagnostics: list[dict[str, Any]] = []
     unreadable: list[dict[str, str]] = []
     readable: list[str] = []  # trial directories with a record, in order
-    for (start, _), chunk in zip(_cut(names), chunks, strict=True):
+    for (start, stop), chunk in zip(_cut(names), chunks, strict=True):
+        if not chunk.errors:  # every trial directory of the chunk has a record
+            readable.extend(names[start:stop])
+            continue
         for index, reason in chunk.errors:
             unreadable.append({"trial_dir": names[start + index], "reason": reason})
         readable.extend([names[start + i] for i in np.frombuffer(chunk.rows, np.int32).tolist()])
@@ -1089,7 +1089,7 @@ def read_job(
             }
         )
     expected, expected_from = _expected_trials(lock, job_result, config)
-    found = n_trials + len(unreadable) + len(skipped & set(all_names))
+    found = n_trials + len(unreadable) + (len(skipped & set(all_names)) if skipped else 0)
     if expected is not None and expected != found:
         codes["trial_count_mismatch"] = 1
         diagnostics.append(

@@ -35,6 +35,7 @@ __all__ = [
     "ImportReport",
     "JobRecord",
     "StepRecord",
+    "StoredTrialRecord",
     "TrialRecord",
     "decode_stored",
     "encode_stored",
@@ -240,7 +241,7 @@ def from_builtins[T](data: Any, cls: type[T]) -> T:
 # schema 1 hold msgpack maps of all the fields: they decode as before.
 
 
-def _stored_struct() -> type:
+def _stored_struct() -> Any:
     """The msgspec type of the stored array: TrialRecord's fields after ``job_id``."""
     spec: list[tuple[Any, ...]] = []
     for field in msgspec.structs.fields(TrialRecord)[1:]:
@@ -258,7 +259,10 @@ _FIELDS = TrialRecord.__struct_fields__
 _RESULT_PATH = _FIELDS.index("result_path")
 if _FIELDS[-2:] != ("result_path", "metadata") or _FIELDS[3] != "attempt":  # pragma: no cover
     raise ImportError("TrialRecord's fields changed: update the stored form")
-_STORED_DECODER = msgspec.msgpack.Decoder(_stored_struct())
+StoredTrialRecord = _stored_struct()
+"""A :class:`TrialRecord` in the stored form: its fields after ``job_id``, encoded as an array
+(``result_path`` and ``metadata`` as :func:`encode_stored` leaves them)."""
+_STORED_DECODER = msgspec.msgpack.Decoder(StoredTrialRecord)
 _STORED_ENCODER = msgspec.msgpack.Encoder()
 _astuple = msgspec.structs.astuple
 _NO_METADATA: dict[str, str] = {}  # encoded only, never handed out

@@ -24,6 +24,7 @@ folder).
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -143,7 +144,7 @@ def _import_dir(
         skip = set(existing_record.trial_names)
         if existing_record.dictionary:
             dictionary = index.read(lambda txn: txn.get("zstd_dicts", existing_record.dictionary))
-    advance = (lambda label: progress.advance(label)) if progress is not None else None
+    advance = progress.advance if progress is not None else None
     # a new job's trials are written while the rest is parsed (one write transaction)
     stream = _Stream(index, job_id) if existing_record is None else None
     try:
@@ -434,7 +435,7 @@ def _put_encoded(
     in order would leave them half full) and no search per key."""
     if not items:
         return
-    items = sorted(items, key=_first)
+    items = sorted(items, key=_KEY)
     cursor = txn._txn.cursor(db=txn._dbs[db])
     try:
         if not cursor.last() or cursor.key() < items[0][0]:
@@ -448,10 +449,7 @@ def _put_encoded(
 
 
 _ENCODER = msgspec.msgpack.Encoder()
-
-
-def _first(item: tuple[bytes, Any]) -> bytes:
-    return item[0]
+_KEY = operator.itemgetter(0)  # of a (key, value) item
 
 
 def import_records(
