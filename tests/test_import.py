@@ -832,3 +832,23 @@ def test_failed_import_leaves_the_store_as_before(
     with Store(tmp_path / "store") as store, pytest.raises(RuntimeError, match="on fire"):
         store.import_jobs([other])
     assert _index_items(tmp_path / "store") == before
+
+
+def test_evidence_is_content_addressed_by_its_entries(tmp_path: Path) -> None:
+    """Every evidence entry is kept under the SHA-256 of its stored bytes, each trial's
+    evidence gives back its result.json byte for byte, and re-importing adds no entry."""
+    import hashlib
+
+    job_dir = _stream_job(tmp_path)
+    with Store(tmp_path / "store") as store:
+        (report,) = store.import_jobs([job_dir])
+        records = store.trial_records(report.job)
+        for record in records:
+            raw = Path(record.result_path).read_bytes()
+            assert store.evidence(record.evidence) == raw and record.evidence_bytes == len(raw)
+        store.import_jobs([job_dir])
+    entries = _index_items(tmp_path / "store")["evidence"]
+    assert len(entries) == len(records) == 30
+    for key, value in entries:
+        assert key.decode() == "sha256:" + hashlib.sha256(value).hexdigest()
+    assert {key.decode() for key, _ in entries} == {r.evidence for r in records}

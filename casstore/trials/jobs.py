@@ -32,7 +32,7 @@ import msgspec
 import numpy as np
 
 from casstore.errors import CheckError, UsageError
-from casstore.trials.evidence import Evidence, train
+from casstore.trials.evidence import Evidence, encode_entry, entry_key, train
 from casstore.trials.parse import ResultUnreadable, failure_of, parse_stored
 from casstore.trials.records import (
     FAILURE_CODES,
@@ -321,14 +321,6 @@ class _Chunk(msgspec.Struct, array_like=True, gc=False):
     segments: list[tuple[str, int, int]]
 
 
-class _EvidenceEntry(msgspec.Struct, gc=False):
-    """The ``evidence`` database value: encodes as ``{"dict", "data", "size"}``."""
-
-    dict: str | None
-    data: bytes
-    size: int
-
-
 def _read_rest(fd: int, head: bytes) -> bytes:
     """``head`` and the rest of the file open at ``fd``; OSError (EFBIG) beyond
     ``_MAX_RESULT_BYTES``."""
@@ -354,7 +346,6 @@ def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _C
         errors: list[tuple[int, str]] = []
         records: list[StoredTrialRecord] = []
         datas: list[bytes] = []
-        sha256 = hashlib.sha256
         dict_id = evidence.id
         base = "" if dir_fd is not None else job_dir + "/"
         open_, read, close = os.open, os.read, os.close
@@ -377,7 +368,7 @@ def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _C
             try:
                 record = parse_stored(
                     data,
-                    evidence="sha256:" + sha256(data).hexdigest(),
+                    evidence="",  # its key once compressed (_pack_chunk)
                     evidence_dict=dict_id,
                     result_path=path,  # relative to the job, as stored
                 )
@@ -417,11 +408,14 @@ def _pack_chunk(
         if attempt:
             r.attempt = attempt
     prefix = job_id + "/"
-    ev_keys = [r.evidence.encode() for r in records]  # type: ignore[union-attr]
     ev_values = [
-        encode(_EvidenceEntry(dict_id, blob, r.evidence_bytes))
+        encode_entry(dict_id, blob, r.evidence_bytes)
         for r, blob in zip(records, blobs, strict=True)
     ]
+    ev_keys = []
+    for r, value in zip(records, ev_values, strict=True):
+        r.evidence = key = entry_key(value)
+        ev_keys.append(key.encode())
     # the table columns: computed once per distinct (rewards, flags, labels) combination
     combos: dict[tuple[Any, ...], int] = {}
     firsts: list[TrialRecord] = []

@@ -108,8 +108,9 @@ class TrialRecord(msgspec.Struct, omit_defaults=True, gc=False):
     ``n_output_tokens``, ``cost_usd``. ``steps``: one :class:`StepRecord` per step of a
     multi-step trial, else None.
 
-    Evidence: ``evidence`` is ``sha256:<hex>`` of the raw result.json bytes (the key of the
-    store's ``evidence`` database), ``evidence_bytes`` its size, ``evidence_dict`` the id of
+    Evidence: ``evidence`` is the key of the raw result.json bytes kept in the store's
+    ``evidence`` database (``sha256:<hex>`` of the stored entry, see
+    :mod:`casstore.trials.evidence`), ``evidence_bytes`` their size, ``evidence_dict`` the id of
     the zstd dictionary it was compressed with (None: plain zstd); ``result_path`` where it
     was read. ``metadata["harbor_primary_reward_key"]`` is the primary reward key.
     """

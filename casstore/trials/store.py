@@ -3,9 +3,9 @@
 Databases (keys UTF-8, values msgpack): ``jobs`` (job id → :class:`JobRecord`), ``trials``
 (``<job id>/<trial name>`` → :class:`TrialRecord` in its stored form: an array without what the
 job record implies, see :func:`~casstore.trials.records.encode_stored`), ``reward_tables`` (job id →
-:meth:`RewardTable.to_bytes`), ``evidence`` (``sha256:<hex>`` of the raw result.json →
-``{"dict": id or None, "data": zstd bytes, "size": n}``), ``zstd_dicts`` (dictionary id →
-bytes).
+:meth:`RewardTable.to_bytes`), ``evidence`` (content-addressed: ``sha256:<hex>`` of the entry
+``{"dict": id or None, "data": zstd bytes of the raw result.json, "size": n}``, see
+:mod:`casstore.trials.evidence`), ``zstd_dicts`` (dictionary id → bytes).
 
 Re-importing a job is idempotent: trial directories already stored (by name) are not read
 again; new ones are added, attempts are re-assigned over all of the job's trials and the
@@ -35,7 +35,7 @@ import msgspec
 
 from casstore.errors import UnknownReferenceError, UsageError
 from casstore.store.index import Txn
-from casstore.trials.evidence import decompress
+from casstore.trials.evidence import decompress, encode_entry
 from casstore.trials.jobs import (
     ImportedJob,
     _subdir_names,
@@ -293,13 +293,12 @@ def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> Imp
         return _store_packed(txn, parsed, previous)
     new_names = set()
     evidence: list[tuple[bytes, bytes]] = []
-    encode = _ENCODER.encode
     for trial in parsed.trials:
         if trial.evidence:
             blob = parsed.evidence.get(trial.evidence)
             if blob is not None:
-                entry = {"dict": trial.evidence_dict, "data": blob, "size": trial.evidence_bytes}
-                evidence.append((trial.evidence.encode(), encode(entry)))
+                entry = encode_entry(trial.evidence_dict, blob, trial.evidence_bytes)
+                evidence.append((trial.evidence.encode(), entry))
         new_names.add(trial.trial_name)
     _put_encoded(txn, "evidence", evidence, overwrite=False)  # kept evidence is never replaced
     stored_as = previous or record  # the job the stored records were written for
