@@ -56,7 +56,7 @@ __all__ = [
 
 PARALLEL_MIN = 4000
 CHUNK = 500
-TRAIN_SAMPLES = 500
+TRAIN_SAMPLES = 256
 DRIFT_SAMPLE = 200
 _JSON = msgspec.json.Decoder()
 
@@ -177,19 +177,11 @@ def _is_job_dir(path: Path) -> bool:
 def _subdir_names(path: Path) -> list[str]:
     """Names of the visible sub-directories of ``path`` (not following links), sorted."""
     try:
-        entries = list(os.scandir(path))
-    except OSError:
-        return []
-    try:  # the file types come with the listing (no stat per entry)
-        names = [e.name for e in entries if e.name[0] != "." and e.is_dir(follow_symlinks=False)]
-    except OSError:  # an entry that needs a stat and vanished, or the like
-        names = []
-        for entry in entries:
-            try:
-                if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
-                    names.append(entry.name)
-            except OSError:
-                continue
+        with os.scandir(path) as entries:  # the file types come with the listing (no stat)
+            names = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:  # unlistable, or an entry that needs a stat vanished: one by one
+        return [child.name for child in _subdirs(path)]
+    names = [name for name in names if name[0] != "."]
     names.sort()
     return names
 
