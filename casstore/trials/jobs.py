@@ -277,13 +277,13 @@ class _Chunk(msgspec.Struct, array_like=True, gc=False):
     """One chunk of trial directories, parsed into store-ready pieces (what a worker sends).
 
     Per readable row (trial directories in order, unreadable ones left out): ``rows`` (int32
-    index into the chunk's names), ``names``, ``tasks``, ``started`` (``started_at`` or
-    ""), ``keys`` (``<job id>/<trial name>`` UTF-8), ``records`` (the msgpack record as the
-    store keeps it), ``ev_keys``/``ev_values`` (the store's evidence entry) and the
-    reward-table columns: ``flags`` (uint8), ``primary`` (float64), ``primary_kind`` (int8),
-    ``labels`` (per label column its chunk-local labels, "" first) with ``codes`` (int32),
-    ``value_keys`` (secondary reward keys of the chunk) with ``values`` (float64 rows x keys)
-    and ``kinds`` (int8). ``errors``: ``(index into the chunk's names, reason)``.
+    index into the chunk's names), ``names``, ``keys`` (``<job id>/<trial name>`` UTF-8),
+    ``records`` (the msgpack record as the store keeps it), ``ev_keys``/``ev_values`` (the
+    store's evidence entry) and the reward-table columns: ``flags`` (uint8), ``primary``
+    (float64), ``primary_kind`` (int8), ``labels`` (per label column its chunk-local labels,
+    "" first) with ``codes`` (int32), ``value_keys`` (secondary reward keys of the chunk) with
+    ``values`` (float64 rows x keys) and ``kinds`` (int8). ``errors``: ``(index into the
+    chunk's names, reason)``.
 
     Attempts are assigned within the chunk (right for the whole job when no task has trials
     in another chunk, which :func:`_merge` checks): ``records`` carry them, ``attempts``
@@ -294,8 +294,6 @@ class _Chunk(msgspec.Struct, array_like=True, gc=False):
     rows: bytes
     errors: list[tuple[int, str]]
     names: list[str]
-    tasks: list[str]
-    started: list[str]
     keys: list[bytes]
     records: list[bytes]
     ev_keys: list[bytes]
@@ -474,8 +472,6 @@ def _pack_chunk(
         rows=np.array(rows, np.int32).tobytes(),
         errors=errors,
         names=names,
-        tasks=tasks,
-        started=started,
         keys=[(prefix + name).encode() for name in names],
         records=list(map(encode, records)),
         ev_keys=ev_keys,
@@ -593,9 +589,8 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
     def concatenated(name: str) -> list[Any]:
         return list(chain.from_iterable(getattr(c, name) for c in chunks))
 
-    names, tasks, started, keys, records, ev_keys, ev_values = (
-        concatenated(name)
-        for name in ("names", "tasks", "started", "keys", "records", "ev_keys", "ev_values")
+    names, keys, records, ev_keys, ev_values = (
+        concatenated(name) for name in ("names", "keys", "records", "ev_keys", "ev_values")
     )
 
     def joined(name: str, dtype: Any) -> np.ndarray:
@@ -636,9 +631,8 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
             start += m
     if kept is not None:
         rows = kept.tolist()
-        names, tasks, started, keys, records, ev_keys, ev_values = (
-            [items[i] for i in rows]
-            for items in (names, tasks, started, keys, records, ev_keys, ev_values)
+        names, keys, records, ev_keys, ev_values = (
+            [items[i] for i in rows] for items in (names, keys, records, ev_keys, ev_values)
         )
         flags, primary, primary_kind = flags[kept], primary[kept], primary_kind[kept]
         values, kinds = values[kept], kinds[kept]
@@ -658,6 +652,7 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
         local = joined("attempts", np.int32)
         if kept is not None:
             local = local[kept]
+        tasks, started = _tasks_and_starts(records)
         order_list, attempts, task_segments = _attempts(tasks, started, names)
         records = [
             r if a == b else stored_with_attempt(r, a)
@@ -721,6 +716,15 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
         table=table,
         rewritten=segments is None,
     )
+
+
+def _tasks_and_starts(records: list[bytes]) -> tuple[list[str], list[str]]:
+    """Each stored record's ``task_name`` and ``started_at`` (missing: "")."""
+    decoded = [_STORED_DECODER.decode(r) for r in records]
+    return [r.task_name for r in decoded], [r.started_at or "" for r in decoded]
+
+
+_STORED_DECODER = msgspec.msgpack.Decoder(StoredTrialRecord)
 
 
 def _first_seen(codes: np.ndarray, labels: list[str]) -> tuple[list[str], np.ndarray]:
