@@ -688,3 +688,167 @@ def test_import_text_spells_out_its_flag_counts(tmp_path: Path, capsys) -> None:
     assert code == 0
     assert "3 trials (3 new), 0 invalid, 2 with an exception, 1 without a verifier result" in text
     assert "errored" not in text
+
+
+# stored trial records: schema 2 arrays, schema 1 maps ----------------------------------------
+
+
+def _as_schema_1(store_dir: Path) -> None:
+    """Rewrite a store as schema 1 wrote it: trial records as msgpack maps of every field
+    (``job_id``, absolute ``result_path``, the reward-key metadata), schema marker 1."""
+    import lmdb
+    import msgspec
+
+    from casstore.store.index import pack, unpack
+    from casstore.trials.records import JobRecord, decode_stored, from_builtins
+
+    env = lmdb.open(str(store_dir / "index"), max_dbs=32)
+    try:
+        with env.begin(write=True) as txn:
+            jobs = {
+                key.decode(): from_builtins(unpack(value), JobRecord)
+                for key, value in txn.cursor(db=env.open_db(b"jobs", txn=txn))
+            }
+            trials_db = env.open_db(b"trials", txn=txn)
+            for key, value in list(txn.cursor(db=trials_db)):
+                job = jobs[key.decode().rpartition("/")[0]]
+                record = decode_stored(value, job.job_id, job.path, job.reward_key)
+                txn.put(key, msgspec.msgpack.encode(record), db=trials_db)
+            txn.put(b"schema", pack(1), db=env.open_db(b"meta", txn=txn))
+    finally:
+        env.close()
+
+
+def test_schema_1_store_is_read_and_upgraded(tmp_path: Path) -> None:
+    """A store written by schema 1 (records as maps) opens as schema 2, its records read as
+    before, and a re-import that shifts attempts merges old and new records."""
+    job_dir = _job(tmp_path)
+    with Store(tmp_path / "store") as store:
+        (first,) = store.import_jobs([job_dir])
+        before = store.trial_records(first.job)
+    _as_schema_1(tmp_path / "store")
+    with Store(tmp_path / "store") as store:
+        assert store.index.read(lambda txn: txn.get("meta", "schema")) == 2
+        assert store.trial_records(first.job) == before
+        path = job_dir.resolve() / before[0].trial_name / "result.json"
+        assert before[0].result_path == str(path)
+        assert before[0].metadata == {REWARD_KEY_METADATA: "reward"}
+        write_trial(
+            job_dir, "t0__new", trial_json(trial_result("t0", "t0__new", {"reward": 1}, started=-5))
+        )
+        (second,) = store.import_jobs([job_dir])
+        assert second.imported == 1 and second.trials == 5
+        records = {r.trial_name: r for r in store.trial_records(first.job)}
+    assert records["t0__new"].attempt == 0 and records["t0__0"].attempt == 1
+    for old in before:
+        assert records[old.trial_name].result_path == old.result_path
+        assert records[old.trial_name].evidence == old.evidence
+
+
+def test_stored_records_are_compact_and_round_trip(tmp_path: Path) -> None:
+    """A stored record holds neither the job id nor the job directory nor the job's reward
+    key, and decodes to the record read from the job directory."""
+    import msgspec
+
+    job_dir = _job(tmp_path)
+    parsed = read_job(job_dir)
+    with Store(tmp_path / "store") as store:
+        (report,) = store.import_jobs([job_dir])
+        assert store.trial_records(report.job) == sorted(parsed.trials, key=lambda r: r.trial_name)
+    (key, value), *_ = _index_items(tmp_path / "store")["trials"]
+    stored = msgspec.msgpack.decode(value)
+    assert isinstance(stored, list) and key.decode().startswith(report.job + "/")
+    assert report.job not in stored and str(job_dir.resolve()) not in str(stored)
+    assert stored[-2:] == [f"{stored[0]}/result.json", {}]
+
+
+def test_stored_form_keeps_what_the_job_does_not_imply() -> None:
+    """Another directory's result path and metadata besides the job's reward key are kept."""
+    import msgspec
+
+    from casstore.trials.records import TrialRecord, decode_stored, encode_stored
+
+    record = TrialRecord(
+        job_id="j",
+        trial_name="t__1",
+        task_name="t",
+        attempt=2,
+        result_path="/elsewhere/t__1/result.json",
+        metadata={REWARD_KEY_METADATA: "score", "note": "x"},
+    )
+    for job_path, key in [("/jobs/j", "reward"), ("/jobs/j", "score"), (None, "score")]:
+        assert decode_stored(encode_stored(record, job_path, key), "j", job_path, key) == record
+    under = msgspec.structs.replace(record, result_path="/jobs/j/t__1/result.json")
+    assert decode_stored(encode_stored(under, "/jobs/j", "score"), "j", "/jobs/j", "score") == under
+    assert decode_stored(encode_stored(under, "/jobs/j", "score"), "j", "/moved", "score") == (
+        msgspec.structs.replace(under, result_path="/moved/t__1/result.json")
+    )
+
+
+def test_reimport_from_a_moved_directory_keeps_old_result_paths(tmp_path: Path) -> None:
+    """Trials stored before a job directory moved keep the path they were read from; the
+    new ones name the new directory."""
+    job_dir = _job(tmp_path)
+    with Store(tmp_path / "store") as store:
+        (first,) = store.import_jobs([job_dir])
+        before = {r.trial_name: r.result_path for r in store.trial_records(first.job)}
+        moved = tmp_path / "moved" / "job"
+        shutil.copytree(job_dir, moved)
+        write_trial(moved, "t1__new", trial_json(trial_result("t1", "t1__new", {"reward": 1})))
+        (second,) = store.import_jobs([moved])
+        after = {r.trial_name: r.result_path for r in store.trial_records(first.job)}
+    assert second.imported == 1
+    assert {name: after[name] for name in before} == before
+    assert after["t1__new"] == str(moved.resolve() / "t1__new" / "result.json")
+
+
+def test_failed_import_leaves_the_store_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import (new job, streamed; then a re-import adding trials) that fails after writing
+    some of its records leaves every database byte for byte as it was."""
+    import casstore.trials.store as trial_store
+
+    job_dir = _stream_job(tmp_path)
+    other = _job(tmp_path / "other")
+    with Store(tmp_path / "store") as store:
+        store.import_jobs([other])
+    before = _index_items(tmp_path / "store")
+    put = trial_store._put_encoded
+    calls = {"n": 0}
+
+    def failing_put(txn, db, items, overwrite=True):
+        put(txn, db, items, overwrite)
+        calls["n"] += 1
+        if calls["n"] == 2:  # after the evidence and the trial records
+            raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(trial_store, "_put_encoded", failing_put)
+    with Store(tmp_path / "store") as store, pytest.raises(RuntimeError, match="on fire"):
+        store.import_jobs([job_dir])
+    assert _index_items(tmp_path / "store") == before
+    write_trial(other, "t0__new", trial_json(trial_result("t0", "t0__new", {"reward": 1})))
+    calls["n"] = 0
+    with Store(tmp_path / "store") as store, pytest.raises(RuntimeError, match="on fire"):
+        store.import_jobs([other])
+    assert _index_items(tmp_path / "store") == before
+
+
+def test_evidence_is_content_addressed_by_its_entries(tmp_path: Path) -> None:
+    """Every evidence entry is kept under the SHA-256 of its stored bytes, each trial's
+    evidence gives back its result.json byte for byte, and re-importing adds no entry."""
+    import hashlib
+
+    job_dir = _stream_job(tmp_path)
+    with Store(tmp_path / "store") as store:
+        (report,) = store.import_jobs([job_dir])
+        records = store.trial_records(report.job)
+        for record in records:
+            raw = Path(record.result_path).read_bytes()
+            assert store.evidence(record.evidence) == raw and record.evidence_bytes == len(raw)
+        store.import_jobs([job_dir])
+    entries = _index_items(tmp_path / "store")["evidence"]
+    assert len(entries) == len(records) == 30
+    for key, value in entries:
+        assert key.decode() == "sha256:" + hashlib.sha256(value).hexdigest()
+    assert {key.decode() for key, _ in entries} == {r.evidence for r in records}

@@ -557,13 +557,17 @@ def test_table_from_records_of_several_jobs(tmp_path: Path) -> None:
 @pytest.mark.parametrize("fields", [0, 11, 12, 13, 14, 30])
 @pytest.mark.parametrize("name", ["t__1", "ü" * 40, "x" * 300, "y" * 70000])
 def test_attempt_patch_equals_encoding(attempt: int, before: int, fields: int, name: str) -> None:
-    """A record packed with one attempt and patched with another in the import's merge is
-    byte for byte the record packed with the other (fixmap and map16 headers, attempt 0
-    omitted, long and non-ASCII names)."""
+    """A stored record (array form) with one attempt patched with another in the import's
+    merge is byte for byte the record stored with the other (small and large attempts, long
+    and non-ASCII names), and decodes to it."""
     import msgspec
 
-    from casstore.trials.jobs import _set_attempt
-    from casstore.trials.records import TrialRecord
+    from casstore.trials.records import (
+        TrialRecord,
+        decode_stored,
+        encode_stored,
+        stored_with_attempt,
+    )
 
     extra = {
         "trial_id": "id",
@@ -597,8 +601,11 @@ def test_attempt_patch_equals_encoding(attempt: int, before: int, fields: int, n
     record = TrialRecord(
         job_id="j" * (fields + 1), trial_name=name, task_name=name[:5], attempt=before, **kwargs
     )
-    data = msgspec.msgpack.encode(record)
+    data = encode_stored(record, "/jobs/j", "reward")
     with_attempt = msgspec.structs.replace(record, attempt=attempt)
-    patched = _set_attempt(data, attempt)
-    assert patched == msgspec.msgpack.encode(with_attempt)
-    assert msgspec.msgpack.decode(patched, type=TrialRecord) == with_attempt
+    patched = stored_with_attempt(data, attempt)
+    assert patched == encode_stored(with_attempt, "/jobs/j", "reward")
+    decoded = decode_stored(patched, record.job_id, "/jobs/j", "reward")
+    assert decoded == msgspec.structs.replace(
+        with_attempt, metadata={**record.metadata, "harbor_primary_reward_key": "reward"}
+    )

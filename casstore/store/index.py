@@ -4,8 +4,9 @@ Databases (keys UTF-8, values msgpack): ``meta`` (``schema`` → version), ``tas
 (``workspace/name`` → task record), ``revisions`` (revision digest → revision record),
 ``tasksets`` (``workspace/name`` → taskset record), ``taskset_revisions`` (digest → record);
 imported Harbor jobs (:mod:`casstore.trials.store`): ``jobs``, ``trials``, ``reward_tables``,
-``evidence``, ``zstd_dicts``. New databases are created on open: older stores stay valid and
-the schema version is unchanged.
+``evidence``, ``zstd_dicts``. New databases are created on open: older stores stay valid.
+Opening a store of an older schema this code reads (:data:`UPGRADED_SCHEMAS`) marks it as
+:data:`SCHEMA_VERSION`; a newer or unknown schema is refused.
 
 One writer at a time across processes (LMDB's lock), any number of readers. Every
 read-modify-write runs inside ONE write transaction (:meth:`Index.write`); the map doubles on
@@ -26,7 +27,11 @@ from casstore.errors import StoreError
 
 __all__ = ["DATABASES", "SCHEMA_VERSION", "Index", "Txn", "fsync_dir", "pack", "unpack"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+UPGRADED_SCHEMAS = (1,)
+"""Versions this code reads and marks as :data:`SCHEMA_VERSION` on open: schema 2 keeps trial
+records as arrays (:func:`casstore.trials.records.encode_stored`), schema 1 as maps, which
+still decode. Code that knows only schema 1 refuses a schema-2 store."""
 DATABASES = (
     "meta",
     "tasks",
@@ -75,6 +80,11 @@ class Txn:
 
     def items(self, db: str, prefix: str = "") -> Iterator[tuple[str, Any]]:
         """``(key, value)`` of ``db`` in key order, keys starting with ``prefix``."""
+        for key, raw in self.raw_items(db, prefix):
+            yield key.decode(), unpack(raw)
+
+    def raw_items(self, db: str, prefix: str = "") -> Iterator[tuple[bytes, bytes]]:
+        """:meth:`items` undecoded: ``(key, value)`` bytes."""
         cursor = self._txn.cursor(db=self._dbs[db])
         start = prefix.encode()
         if not cursor.set_range(start):
@@ -82,7 +92,7 @@ class Txn:
         for key, raw in cursor:
             if not key.startswith(start):
                 return
-            yield key.decode(), unpack(raw)
+            yield key, raw
 
     def count(self, db: str) -> int:
         """Number of entries in ``db``."""
@@ -93,7 +103,8 @@ class Index:
     """The LMDB environment of a store (see the module docstring). Use as a context manager.
 
     Raises :class:`StoreError` when the environment cannot be opened (``create=False``: also
-    when it does not exist) or its schema version is not :data:`SCHEMA_VERSION`.
+    when it does not exist) or its schema version is neither :data:`SCHEMA_VERSION` nor one of
+    :data:`UPGRADED_SCHEMAS`.
     """
 
     def __init__(self, path: Path, map_size: int = DEFAULT_MAP_SIZE, create: bool = True) -> None:
@@ -126,7 +137,7 @@ class Index:
     @staticmethod
     def _check_schema(txn: Txn) -> None:
         version = txn.get("meta", "schema")
-        if version is None:
+        if version is None or version in UPGRADED_SCHEMAS:
             txn.put("meta", "schema", SCHEMA_VERSION)
         elif version != SCHEMA_VERSION:
             raise StoreError("index", f"schema version {version}, expected {SCHEMA_VERSION}")

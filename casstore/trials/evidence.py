@@ -6,12 +6,19 @@ its id ``sha256:<hex>``) and every evidence blob of the job names it. Measured o
 Terminal-Bench job of the fixtures (89 files, 437 KB): plain zstd -3 compresses 3.6x; with the
 trained 13.7 KB dictionary 14.6x (10.0x counting the dictionary itself), and about twice as
 fast per file. On 20,000 generated Harbor 0.20 files: 28x with a 64 KB dictionary.
+
+The store's ``evidence`` database is content-addressed by its entries: an entry
+(:func:`encode_entry`: the msgpack map ``{"dict": id or None, "data": zstd bytes, "size": n}``)
+is kept under :func:`entry_key`, the SHA-256 of the entry's bytes (which fix the raw bytes:
+the frame, its dictionary and size). Stores of schema 1 keyed entries by the SHA-256 of the raw
+result.json instead; both kinds are looked up alike.
 """
 
 from __future__ import annotations
 
 import hashlib
 
+import msgspec
 import zstandard
 
 __all__ = [
@@ -20,6 +27,8 @@ __all__ = [
     "Evidence",
     "decompress",
     "dictionary_id",
+    "encode_entry",
+    "entry_key",
     "train",
 ]
 
@@ -78,3 +87,25 @@ def decompress(blob: bytes, dictionary: bytes | None) -> bytes:
     """Inverse of :meth:`Evidence.compress` given the same dictionary (or None)."""
     dict_data = zstandard.ZstdCompressionDict(dictionary) if dictionary is not None else None
     return zstandard.ZstdDecompressor(dict_data=dict_data).decompress(blob)
+
+
+class _Entry(msgspec.Struct, gc=False):
+    """An ``evidence`` database value: encodes as ``{"dict", "data", "size"}``."""
+
+    dict: str | None
+    data: bytes
+    size: int
+
+
+_ENCODE = msgspec.msgpack.Encoder().encode
+
+
+def encode_entry(dictionary: str | None, blob: bytes, size: int) -> bytes:
+    """The ``evidence`` database value for ``blob`` (compressed with dictionary id
+    ``dictionary``, or None) of a file of ``size`` bytes."""
+    return _ENCODE(_Entry(dictionary, blob, size))
+
+
+def entry_key(entry: bytes) -> str:
+    """The ``evidence`` database key of an encoded entry: ``sha256:<hex>`` of its bytes."""
+    return "sha256:" + hashlib.sha256(entry).hexdigest()

@@ -32,13 +32,16 @@ import msgspec
 import numpy as np
 
 from casstore.errors import CheckError, UsageError
-from casstore.trials.evidence import Evidence, train
-from casstore.trials.parse import ResultUnreadable, failure_of, parse_result
+from casstore.trials.evidence import Evidence, encode_entry, entry_key, train
+from casstore.trials.parse import ResultUnreadable, failure_of, parse_stored
 from casstore.trials.records import (
     FAILURE_CODES,
     REWARD_KEY_METADATA,
     JobRecord,
+    StoredTrialRecord,
     TrialRecord,
+    decode_stored,
+    stored_with_attempt,
 )
 from scoring.table import Flag, Kind, RewardTable
 
@@ -53,7 +56,7 @@ __all__ = [
 
 PARALLEL_MIN = 4000
 CHUNK = 500
-TRAIN_SAMPLES = 500
+TRAIN_SAMPLES = 256
 DRIFT_SAMPLE = 200
 _JSON = msgspec.json.Decoder()
 
@@ -101,8 +104,8 @@ class ImportedJob:
     def trials(self) -> list[TrialRecord]:
         if self._trials is None:
             assert self.packed is not None
-            decode = _RECORD_DECODER.decode
-            self._trials = [decode(r) for r in self.packed.records]
+            job_id, path, key = self.job_id, self.record.path, self.record.reward_key
+            self._trials = [decode_stored(r, job_id, path, key) for r in self.packed.records]
         return self._trials
 
     @trials.setter
@@ -137,7 +140,6 @@ class ImportedJob:
         return len(self.packed.names) if self._trials is None and self.packed else len(self.trials)
 
 
-_RECORD_DECODER = msgspec.msgpack.Decoder(TrialRecord)
 _EVIDENCE_DECODER = msgspec.msgpack.Decoder()
 
 
@@ -175,19 +177,11 @@ def _is_job_dir(path: Path) -> bool:
 def _subdir_names(path: Path) -> list[str]:
     """Names of the visible sub-directories of ``path`` (not following links), sorted."""
     try:
-        entries = list(os.scandir(path))
-    except OSError:
-        return []
-    try:  # the file types come with the listing (no stat per entry)
-        names = [e.name for e in entries if e.name[0] != "." and e.is_dir(follow_symlinks=False)]
-    except OSError:  # an entry that needs a stat and vanished, or the like
-        names = []
-        for entry in entries:
-            try:
-                if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
-                    names.append(entry.name)
-            except OSError:
-                continue
+        with os.scandir(path) as entries:  # the file types come with the listing (no stat)
+            names = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:  # unlistable, or an entry that needs a stat vanished: one by one
+        return [child.name for child in _subdirs(path)]
+    names = [name for name in names if name[0] != "."]
     names.sort()
     return names
 
@@ -284,13 +278,13 @@ class _Chunk(msgspec.Struct, array_like=True, gc=False):
     """One chunk of trial directories, parsed into store-ready pieces (what a worker sends).
 
     Per readable row (trial directories in order, unreadable ones left out): ``rows`` (int32
-    index into the chunk's names), ``names``, ``tasks``, ``started`` (``started_at`` or
-    ""), ``keys`` (``<job id>/<trial name>`` UTF-8), ``records`` (the msgpack record as the
-    store keeps it), ``ev_keys``/``ev_values`` (the store's evidence entry) and the
-    reward-table columns: ``flags`` (uint8), ``primary`` (float64), ``primary_kind`` (int8),
-    ``labels`` (per label column its chunk-local labels, "" first) with ``codes`` (int32),
-    ``value_keys`` (secondary reward keys of the chunk) with ``values`` (float64 rows x keys)
-    and ``kinds`` (int8). ``errors``: ``(index into the chunk's names, reason)``.
+    index into the chunk's names), ``names``, ``keys`` (``<job id>/<trial name>`` UTF-8),
+    ``records`` (the msgpack record as the store keeps it), ``ev_keys``/``ev_values`` (the
+    store's evidence entry) and the reward-table columns: ``flags`` (uint8), ``primary``
+    (float64), ``primary_kind`` (int8), ``labels`` (per label column its chunk-local labels,
+    "" first) with ``codes`` (int32), ``value_keys`` (secondary reward keys of the chunk) with
+    ``values`` (float64 rows x keys) and ``kinds`` (int8). ``errors``: ``(index into the
+    chunk's names, reason)``.
 
     Attempts are assigned within the chunk (right for the whole job when no task has trials
     in another chunk, which :func:`_merge` checks): ``records`` carry them, ``attempts``
@@ -301,8 +295,6 @@ class _Chunk(msgspec.Struct, array_like=True, gc=False):
     rows: bytes
     errors: list[tuple[int, str]]
     names: list[str]
-    tasks: list[str]
-    started: list[str]
     keys: list[bytes]
     records: list[bytes]
     ev_keys: list[bytes]
@@ -318,14 +310,6 @@ class _Chunk(msgspec.Struct, array_like=True, gc=False):
     order: bytes
     attempts: bytes
     segments: list[tuple[str, int, int]]
-
-
-class _EvidenceEntry(msgspec.Struct, gc=False):
-    """The ``evidence`` database value: encodes as ``{"dict", "data", "size"}``."""
-
-    dict: str | None
-    data: bytes
-    size: int
 
 
 def _read_rest(fd: int, head: bytes) -> bytes:
@@ -351,12 +335,10 @@ def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _C
     try:
         rows: list[int] = []
         errors: list[tuple[int, str]] = []
-        records: list[TrialRecord] = []
+        records: list[StoredTrialRecord] = []
         datas: list[bytes] = []
-        sha256 = hashlib.sha256
         dict_id = evidence.id
-        prefix = job_dir + "/"
-        base = "" if dir_fd is not None else prefix
+        base = "" if dir_fd is not None else job_dir + "/"
         open_, read, close = os.open, os.read, os.close
         for index, name in enumerate(names):
             path = name + "/result.json"
@@ -375,13 +357,11 @@ def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _C
                 errors.append((index, f"result.json unreadable: {error.strerror or error}"))
                 continue
             try:
-                record = parse_result(
+                record = parse_stored(
                     data,
-                    job_id,
-                    reward_key,
-                    evidence="sha256:" + sha256(data).hexdigest(),
+                    evidence="",  # its key once compressed (_pack_chunk)
                     evidence_dict=dict_id,
-                    result_path=prefix + path,
+                    result_path=path,  # relative to the job, as stored
                 )
             except ResultUnreadable as error:
                 if not data or data.isspace():
@@ -402,14 +382,14 @@ def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _C
 def _pack_chunk(
     rows: list[int],
     errors: list[tuple[int, str]],
-    records: list[TrialRecord],
+    records: list[StoredTrialRecord],
     blobs: list[bytes],
     job_id: str,
     dict_id: str | None,
     reward_key: str,
 ) -> _Chunk:
-    """The chunk's records with their attempts (within the chunk), encoded, and its table
-    columns."""
+    """The chunk's records with their attempts (within the chunk), encoded as the store keeps
+    them (:func:`encode_stored`), and its table columns."""
     encode = _ENCODER.encode
     names = [r.trial_name for r in records]
     tasks = [r.task_name for r in records]
@@ -419,11 +399,14 @@ def _pack_chunk(
         if attempt:
             r.attempt = attempt
     prefix = job_id + "/"
-    ev_keys = [r.evidence.encode() for r in records]  # type: ignore[union-attr]
     ev_values = [
-        encode(_EvidenceEntry(dict_id, blob, r.evidence_bytes))
+        encode_entry(dict_id, blob, r.evidence_bytes)
         for r, blob in zip(records, blobs, strict=True)
     ]
+    ev_keys = []
+    for r, value in zip(records, ev_values, strict=True):
+        r.evidence = key = entry_key(value)
+        ev_keys.append(key.encode())
     # the table columns: computed once per distinct (rewards, flags, labels) combination
     combos: dict[tuple[Any, ...], int] = {}
     firsts: list[TrialRecord] = []
@@ -492,8 +475,6 @@ def _pack_chunk(
         rows=np.array(rows, np.int32).tobytes(),
         errors=errors,
         names=names,
-        tasks=tasks,
-        started=started,
         keys=[(prefix + name).encode() for name in names],
         records=list(map(encode, records)),
         ev_keys=ev_keys,
@@ -544,55 +525,6 @@ _CHUNK_DECODER = msgspec.msgpack.Decoder(_Chunk)
 
 def _decode_chunk(data: bytes) -> _Chunk:
     return _CHUNK_DECODER.decode(data)
-
-
-_ATTEMPT_KEY = msgspec.msgpack.encode("attempt")
-
-
-def _skip_str(data: bytes, at: int) -> int:
-    """The offset after the msgpack str starting at ``at``."""
-    first = data[at]
-    if 0xA0 <= first <= 0xBF:  # fixstr
-        return at + 1 + (first & 0x1F)
-    width = {0xD9: 1, 0xDA: 2, 0xDB: 4}[first]
-    return at + 1 + width + int.from_bytes(data[at + 1 : at + 1 + width], "big")
-
-
-def _skip_uint(data: bytes, at: int) -> tuple[int, int]:
-    """``(value, offset after it)`` of the msgpack unsigned int starting at ``at``."""
-    first = data[at]
-    if first < 0x80:  # positive fixint
-        return first, at + 1
-    width = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}[first]
-    return int.from_bytes(data[at + 1 : at + 1 + width], "big"), at + 1 + width
-
-
-def _set_attempt(data: bytes, attempt: int) -> bytes:
-    """A msgpack :class:`TrialRecord` as encoded with ``attempt`` instead of its own: the
-    ``attempt`` entry (absent when 0, an omitted default) follows the ``job_id``,
-    ``trial_name`` and ``task_name`` entries, and the map header counts it (msgspec writes a
-    map16 header for every struct with omitted defaults, whatever its size: the header keeps
-    its form)."""
-    first = data[0]
-    if first < 0xDE:  # fixmap
-        count, head = first & 0x0F, 1
-    else:  # map16 (a record has far fewer than 65536 entries)
-        count, head = int.from_bytes(data[1:3], "big"), 3
-    split = head
-    for _ in range(3):  # job_id, trial_name, task_name: key and value strings
-        split = _skip_str(data, _skip_str(data, split))
-    end, current = split, 0
-    if data.startswith(_ATTEMPT_KEY, split):
-        current, end = _skip_uint(data, split + len(_ATTEMPT_KEY))
-    if current == attempt:
-        return data
-    count += (attempt != 0) - (current != 0)
-    if head == 1 and count < 16:
-        header = bytes((0x80 | count,))
-    else:
-        header = b"\xde" + count.to_bytes(2, "big")
-    entry = _ATTEMPT_KEY + _ENCODER.encode(attempt) if attempt else b""
-    return b"".join((header, data[head:split], entry, data[end:]))
 
 
 def _disjoint_segments(
@@ -660,9 +592,8 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
     def concatenated(name: str) -> list[Any]:
         return list(chain.from_iterable(getattr(c, name) for c in chunks))
 
-    names, tasks, started, keys, records, ev_keys, ev_values = (
-        concatenated(name)
-        for name in ("names", "tasks", "started", "keys", "records", "ev_keys", "ev_values")
+    names, keys, records, ev_keys, ev_values = (
+        concatenated(name) for name in ("names", "keys", "records", "ev_keys", "ev_values")
     )
 
     def joined(name: str, dtype: Any) -> np.ndarray:
@@ -703,9 +634,8 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
             start += m
     if kept is not None:
         rows = kept.tolist()
-        names, tasks, started, keys, records, ev_keys, ev_values = (
-            [items[i] for i in rows]
-            for items in (names, tasks, started, keys, records, ev_keys, ev_values)
+        names, keys, records, ev_keys, ev_values = (
+            [items[i] for i in rows] for items in (names, keys, records, ev_keys, ev_values)
         )
         flags, primary, primary_kind = flags[kept], primary[kept], primary_kind[kept]
         values, kinds = values[kept], kinds[kept]
@@ -725,9 +655,10 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
         local = joined("attempts", np.int32)
         if kept is not None:
             local = local[kept]
+        tasks, started = _tasks_and_starts(records)
         order_list, attempts, task_segments = _attempts(tasks, started, names)
         records = [
-            r if a == b else _set_attempt(r, a)
+            r if a == b else stored_with_attempt(r, a)
             for r, a, b in zip(records, attempts, local.tolist(), strict=True)
         ]
         task_list = [task for task, _, _ in task_segments]
@@ -788,6 +719,15 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
         table=table,
         rewritten=segments is None,
     )
+
+
+def _tasks_and_starts(records: list[bytes]) -> tuple[list[str], list[str]]:
+    """Each stored record's ``task_name`` and ``started_at`` (missing: "")."""
+    decoded = [_STORED_DECODER.decode(r) for r in records]
+    return [r.task_name for r in decoded], [r.started_at or "" for r in decoded]
+
+
+_STORED_DECODER = msgspec.msgpack.Decoder(StoredTrialRecord)
 
 
 def _first_seen(codes: np.ndarray, labels: list[str]) -> tuple[list[str], np.ndarray]:
@@ -1079,7 +1019,7 @@ def read_job(
     job_id = job_id_of(path, job_result, config_bytes)
     skipped = set(skip)
     all_names = _subdir_names(path) if trial_dirs is None else trial_dirs
-    names = [n for n in all_names if n not in skipped]
+    names = [n for n in all_names if n not in skipped] if skipped else all_names
     # a dictionary trained on a sample, then parse (in parallel when large)
     if dictionary is None:
         samples = [_read_bytes(path / n / "result.json") for n in _sample(names, TRAIN_SAMPLES)]
@@ -1096,7 +1036,10 @@ def read_job(
     diagnostics: list[dict[str, Any]] = []
     unreadable: list[dict[str, str]] = []
     readable: list[str] = []  # trial directories with a record, in order
-    for (start, _), chunk in zip(_cut(names), chunks, strict=True):
+    for (start, stop), chunk in zip(_cut(names), chunks, strict=True):
+        if not chunk.errors:  # every trial directory of the chunk has a record
+            readable.extend(names[start:stop])
+            continue
         for index, reason in chunk.errors:
             unreadable.append({"trial_dir": names[start + index], "reason": reason})
         readable.extend([names[start + i] for i in np.frombuffer(chunk.rows, np.int32).tolist()])
@@ -1139,7 +1082,7 @@ def read_job(
             }
         )
     expected, expected_from = _expected_trials(lock, job_result, config)
-    found = n_trials + len(unreadable) + len(skipped & set(all_names))
+    found = n_trials + len(unreadable) + (len(skipped & set(all_names)) if skipped else 0)
     if expected is not None and expected != found:
         codes["trial_count_mismatch"] = 1
         diagnostics.append(

@@ -21,9 +21,14 @@ from typing import Any
 import msgspec
 from pydantic import ValidationError
 
-from casstore.trials.records import REWARD_KEY_METADATA, StepRecord, TrialRecord
+from casstore.trials.records import (
+    REWARD_KEY_METADATA,
+    StepRecord,
+    StoredTrialRecord,
+    TrialRecord,
+)
 
-__all__ = ["ResultUnreadable", "parse_result", "rewards_verdict"]
+__all__ = ["ResultUnreadable", "parse_result", "parse_stored", "rewards_verdict"]
 
 # Kind values (scoring.table.Kind), inlined to keep worker processes light.
 MISSING, NUMBER, NONFINITE, BOOLEAN = 0, 1, 2, 3
@@ -265,6 +270,28 @@ def parse_result(
     Raises :class:`ResultUnreadable` when the bytes are not a JSON object with string
     ``task_name`` and ``trial_name`` (Harbor could not load it either).
     """
+    fields = _fields(data, evidence, evidence_dict, result_path)
+    return TrialRecord(job_id, *fields, {REWARD_KEY_METADATA: reward_key})
+
+
+def parse_stored(
+    data: bytes,
+    *,
+    evidence: str | None = None,
+    evidence_dict: str | None = None,
+    result_path: str | None = None,
+) -> StoredTrialRecord:
+    """:func:`parse_result` in the form the store keeps (no job id, no metadata: see
+    :func:`~casstore.trials.records.encode_stored`); ``result_path`` as given (relative to
+    the job directory for the store). Raises :class:`ResultUnreadable` as it does."""
+    return StoredTrialRecord(*_fields(data, evidence, evidence_dict, result_path))
+
+
+def _fields(
+    data: bytes, evidence: str | None, evidence_dict: str | None, result_path: str | None
+) -> tuple[Any, ...]:
+    """The :class:`TrialRecord` fields of ``data`` from ``trial_name`` to ``result_path``, in
+    order (see :func:`parse_result`)."""
     try:
         result = _DECODER.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -343,9 +370,8 @@ def parse_result(
         failure = "trial_exception"
     else:
         failure = None
-    # positional: much cheaper than 35 keywords (the field order is checked at import)
-    return TrialRecord(
-        job_id,
+    # positional: much cheaper than keywords (the field order is checked at import)
+    return (
         result.trial_name,
         result.task_name,
         0,
@@ -379,7 +405,6 @@ def parse_result(
         0 if evidence is None else len(data),
         evidence_dict,
         result_path,
-        {REWARD_KEY_METADATA: reward_key},
     )
 
 
@@ -420,8 +445,11 @@ _POSITIONAL = (
     "result_path",
     "metadata",
 )
-if TrialRecord.__struct_fields__ != _POSITIONAL:  # pragma: no cover - a guard for editors
-    raise ImportError("TrialRecord's fields changed: update parse_result's positional call")
+if (
+    TrialRecord.__struct_fields__ != _POSITIONAL
+    or StoredTrialRecord.__struct_fields__ != _POSITIONAL[1:]
+):  # pragma: no cover - a guard for editors
+    raise ImportError("TrialRecord's fields changed: update _fields' positional tuple")
 
 
 # lenient path -------------------------------------------------------------------------------
