@@ -12,7 +12,6 @@ from scoring._errors import MetricScriptError, ScoringError
 from scoring._harbor import (
     BUILTIN_METRICS,
     HarborRewards,
-    evals_key,
     harbor_metric,
     harbor_pass_at_k,
 )
@@ -24,7 +23,7 @@ from scoring._rules import STATUS_NAMES, Attempts, Code, Diagnostics, Status, ap
 from scoring._stderr import ci95, clt_stderr, cluster_mean_stderr
 from scoring._views import Signal, View, evaluate_views, load_views, parse_views
 from scoring.report import SCHEMA, ScoreReport
-from scoring.table import Flag, Kind, RewardTable
+from scoring.table import Flag, Kind, RewardTable, harbor_evals_key
 
 BUILTIN_METRIC_NAMES: tuple[str, ...] = tuple(BUILTIN_METRICS)
 
@@ -55,8 +54,8 @@ __all__ = [
     "clt_stderr",
     "cluster_mean_stderr",
     "default_ks",
-    "evals_key",
     "evaluate_views",
+    "harbor_evals_key",
     "harbor_metric",
     "harbor_pass_at_k",
     "load_views",

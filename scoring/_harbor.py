@@ -68,7 +68,6 @@ from scoring.table import Flag, Kind, RewardTable
 __all__ = [
     "BUILTIN_METRICS",
     "HarborRewards",
-    "evals_key",
     "float_sum",
     "harbor_metric",
     "harbor_pass_at_k",
@@ -80,15 +79,6 @@ def _mean(values: list[Any]) -> float:
 
 
 BUILTIN_METRICS = {"mean": _mean, "sum": sum, "min": min, "max": max}
-
-
-def evals_key(agent: str, model: str, dataset: str) -> str:
-    """Harbor's ``JobStats.format_agent_evals_key`` from table labels (``name@version``; a
-    Harbor agent name — an agent registry name or an ``module:Class`` import path — has no
-    ``@``, a version may)."""
-    name = agent.split("@", 1)[0]
-    source = dataset or "adhoc"
-    return f"{name}__{model}__{source}" if model else f"{name}__{source}"
 
 
 def _finest_spacing(values: np.ndarray, low: float) -> float:
@@ -312,32 +302,15 @@ class HarborRewards:
     def from_table(cls, table: RewardTable) -> HarborRewards:
         valid = (table.flags & Flag.INVALID) == 0
         none = (table.flags & Flag.NO_VERIFIER) != 0
-        sizes = (len(table.agents), len(table.models), len(table.datasets))
-        columns = (table.agent, table.model, table.dataset)
-        combos = np.zeros(len(table), dtype=np.int64)
-        for size, column in zip(sizes, columns, strict=True):
-            if size > 1:  # a single label adds nothing to the code
-                combos = combos * size + column
-        size = sizes[0] * sizes[1] * sizes[2]
-        counts = (
-            np.bincount(combos, weights=valid, minlength=size) if len(table) else np.zeros(size)
-        )
-        labels = {}
-        for code in np.flatnonzero(counts).tolist():
-            rest, dataset = divmod(code, sizes[2])
-            agent, model = divmod(rest, sizes[1])
-            labels[code] = evals_key(
-                table.agents[agent], table.models[model], table.datasets[dataset]
-            )
-        names = sorted(set(labels.values()))
+        codes, keys = table.harbor_evals()
+        held = np.bincount(codes, weights=valid, minlength=len(keys)) if len(table) else []
+        names = sorted({keys[code] for code in np.flatnonzero(held).tolist()})
         if len(names) <= 1:
             group = np.zeros(len(table), dtype=np.int64)
         else:
             position = {name: i for i, name in enumerate(names)}
-            remap = np.zeros(max(size, 1), dtype=np.int64)
-            for code, label in labels.items():
-                remap[code] = position[label]
-            group = remap[combos]
+            remap = np.array([position.get(key, 0) for key in keys], dtype=np.int64)
+            group = remap[codes]
         task = table.task
         return cls(
             valid=valid,

@@ -79,15 +79,20 @@ def concat_tables(tables: Sequence[RewardTable]) -> RewardTable:
     tasks = _union((t.tasks for t in tables), first=None)
     keys = sorted({key for t in tables for key in t.keys})
     labels = {name: _union(getattr(t, name) for t in tables) for name in _LABELS}
+    evals = [t.harbor_evals() for t in tables]
+    evals_keys = _union((keys for _, keys in evals), first=None)
     n = sum(len(t) for t in tables)
     values = np.full((n, len(keys)), np.nan)
     kinds = np.zeros((n, len(keys)), dtype=np.int8)
-    columns: dict[str, list[np.ndarray]] = {name: [] for name in ("task", *_COLUMNS)}
+    columns: dict[str, list[np.ndarray]] = {name: [] for name in ("task", "evals", *_COLUMNS)}
     start = 0
     task_pos = {name: i for i, name in enumerate(tasks)}
     key_pos = {name: i for i, name in enumerate(keys)}
-    for table in tables:
+    evals_pos = {name: i for i, name in enumerate(evals_keys)}
+    for table, (codes, names) in zip(tables, evals, strict=True):
         end = start + len(table)
+        remap = np.array([evals_pos[name] for name in names], dtype=np.int32)
+        columns["evals"].append(remap[codes] if len(table) else remap[:0])
         remap = np.array([task_pos[name] for name in table.tasks], dtype=np.int32)
         columns["task"].append(remap[table.task] if len(table) else table.task)
         for column, name in zip(_COLUMNS, _LABELS, strict=True):
@@ -110,6 +115,7 @@ def concat_tables(tables: Sequence[RewardTable]) -> RewardTable:
         values=values,
         kinds=kinds,
         jobs=_union((t.jobs for t in tables), first=None),
+        evals_keys=evals_keys,
         **{name: np.concatenate(parts).astype(np.int32) for name, parts in columns.items()},
         **labels,
     )

@@ -24,6 +24,12 @@ Columns (``n`` rows, ``k`` secondary reward keys):
 
 plus ``trials`` (the trial names, ``n`` strings), ``keys`` (the ``k`` secondary key names),
 ``reward_key`` (the primary key every row agrees on) and ``jobs`` (job ids it was built from).
+
+``evals`` int32[n] (optional: tables written before it lack it) indexes ``evals_keys``, each
+row's Harbor *evals key* (:func:`harbor_evals_key` of ``agent_info.name``,
+``agent_info.model_info.name`` and ``source``), which the labels cannot always give back (an
+agent name may hold ``@``); :meth:`RewardTable.harbor_evals` derives it from the labels for
+older tables.
 """
 
 from __future__ import annotations
@@ -40,7 +46,14 @@ import numpy as np
 from isal.isal_zlib import crc32  # ISA-L's CRC-32: zlib's result at ~6x zlib's speed
 from numpy.lib import format as npy_format
 
-__all__ = ["Flag", "Kind", "RewardTable", "Strings"]
+__all__ = ["Flag", "Kind", "RewardTable", "Strings", "harbor_evals_key"]
+
+
+def harbor_evals_key(agent_name: str, model_name: str | None, dataset: str | None) -> str:
+    """Harbor's ``JobStats.format_agent_evals_key``: ``agent__model__dataset``, or
+    ``agent__dataset`` without a model; the dataset is the trial's ``source`` or ``"adhoc"``."""
+    source = dataset or "adhoc"
+    return f"{agent_name}__{model_name}__{source}" if model_name else f"{agent_name}__{source}"
 
 
 class Flag(IntFlag):
@@ -237,6 +250,7 @@ _STRING_COLUMNS = (
 _ARRAY_COLUMNS = ("task", "attempt", "flags", "primary", "primary_kind", "values", "kinds")
 _INDEX_COLUMNS = ("agent", "model", "dataset", "exception", "failure")
 _ALL_COLUMNS = {*_STRING_COLUMNS, *_ARRAY_COLUMNS, *_INDEX_COLUMNS, "reward_key"}
+_OPTIONAL_COLUMNS = {"evals", "evals_keys"}
 
 
 @dataclass(eq=False)
@@ -265,6 +279,29 @@ class RewardTable:
     exceptions: list[str] = field(default_factory=lambda: [""])
     failures: list[str] = field(default_factory=lambda: [""])
     jobs: list[str] = field(default_factory=list)
+    evals: np.ndarray | None = None
+    evals_keys: list[str] | None = None
+
+    def harbor_evals(self) -> tuple[np.ndarray, list[str]]:
+        """``(codes int[n], keys)``: each row's Harbor evals key. Stored, or (older tables)
+        derived from the labels, taking the agent name as the ``agents`` label up to its
+        first ``@`` (exact unless the agent name itself holds ``@``)."""
+        if self.evals is not None and self.evals_keys is not None:
+            return self.evals, list(self.evals_keys)
+        sizes = (len(self.agents), len(self.models), len(self.datasets))
+        combos = np.zeros(len(self), dtype=np.int64)
+        for size, column in zip(sizes, (self.agent, self.model, self.dataset), strict=True):
+            if size > 1:  # a single label adds nothing to the code
+                combos = combos * size + column
+        keys: dict[str, int] = {}
+        remap = np.zeros(max(sizes[0] * sizes[1] * sizes[2], 1), dtype=np.int32)
+        for code in np.flatnonzero(np.bincount(combos, minlength=remap.size)).tolist():
+            rest, dataset = divmod(code, sizes[2])
+            agent, model = divmod(rest, sizes[1])
+            name = self.agents[agent].split("@", 1)[0]
+            key = harbor_evals_key(name, self.models[model], self.datasets[dataset])
+            remap[code] = keys.setdefault(key, len(keys))
+        return remap[combos], list(keys)
 
     def __len__(self) -> int:
         return int(self.task.shape[0])
@@ -277,6 +314,9 @@ class RewardTable:
         for name in _STRING_COLUMNS:
             arrays[name] = as_str_array(getattr(self, name))
         arrays["reward_key"] = np.array(self.reward_key, dtype=np.str_)
+        if self.evals is not None and self.evals_keys is not None:
+            arrays["evals"] = self.evals
+            arrays["evals_keys"] = as_str_array(self.evals_keys)
         return _write_npz(arrays)
 
     @classmethod
@@ -290,10 +330,14 @@ class RewardTable:
         """
         data = bytes(data)  # no copy for bytes
         members = _stored_members(data)
-        if members is None or set(members) != _ALL_COLUMNS:
+        if members is None or not _ALL_COLUMNS <= set(members) <= _ALL_COLUMNS | _OPTIONAL_COLUMNS:
             with np.load(io.BytesIO(data), allow_pickle=False) as loaded:
                 columns = {name: loaded[name] for name in loaded.files}
-            strings = {name: columns.pop(name).tolist() for name in _STRING_COLUMNS}
+            strings = {
+                name: columns.pop(name).tolist()
+                for name in (*_STRING_COLUMNS, "evals_keys")
+                if name in columns
+            }
             reward_key = str(columns.pop("reward_key"))
             return cls(reward_key=reward_key, **strings, **columns)
         columns: dict[str, Any] = {}
@@ -303,7 +347,7 @@ class RewardTable:
             array, verify = _member_array(body, crc, name)
             if not lazy:
                 eager.append(verify)
-            if name in _STRING_COLUMNS:
+            if name in _STRING_COLUMNS or name == "evals_keys":
                 if array.dtype.kind != "U" or array.ndim != 1:
                     raise ValueError(f"column {name} is not a list of strings")
                 columns[name] = Strings(array, verify) if lazy else array
@@ -311,8 +355,8 @@ class RewardTable:
                 columns[name] = array
         for verify in eager:
             verify()
-        for name in _STRING_COLUMNS:
-            if not isinstance(columns[name], Strings):
+        for name in (*_STRING_COLUMNS, "evals_keys"):
+            if name in columns and not isinstance(columns[name], Strings):
                 columns[name] = columns[name].tolist()
         reward_key = str(columns.pop("reward_key"))
         return cls(reward_key=reward_key, **columns)
@@ -328,7 +372,14 @@ class RewardTable:
                 raise ValueError(f"column {name} has shape {getattr(self, name).shape}")
         if len(self.trials) != n:
             raise ValueError("trials and rows differ in length")
-        for column, labels in (("task", "tasks"), *((c, f"{c}s") for c in _INDEX_COLUMNS)):
+        if (self.evals is None) != (self.evals_keys is None):
+            raise ValueError("columns evals and evals_keys come together")
+        if self.evals is not None and self.evals.shape != (n,):
+            raise ValueError(f"column evals has shape {self.evals.shape}, not ({n},)")
+        indexed = [("task", "tasks"), *((c, f"{c}s") for c in _INDEX_COLUMNS)]
+        if self.evals is not None:
+            indexed.append(("evals", "evals_keys"))
+        for column, labels in indexed:
             index = getattr(self, column)
             if n and (index.min() < 0 or index.max() >= len(getattr(self, labels))):
                 raise ValueError(f"column {column} indexes outside {labels}")

@@ -852,3 +852,14 @@ def test_evidence_is_content_addressed_by_its_entries(tmp_path: Path) -> None:
     for key, value in entries:
         assert key.decode() == "sha256:" + hashlib.sha256(value).hexdigest()
     assert {key.decode() for key, _ in entries} == {r.evidence for r in records}
+
+
+def test_saved_trials_refuse_unknown_reward_kinds(tmp_path: Path) -> None:
+    # a hand-edited kind would score the primary 0.0 "not finite" while Harbor's Mean counts it
+    path = tmp_path / "trials.jsonl"
+    write_trials_jsonl(read_job(_job(tmp_path)).trials, path)
+    items = _lines(path)
+    items[1]["kinds"] = {"reward": 99}
+    _write_lines(path, items)
+    with pytest.raises(RewardKeyError, match=r":2: not a saved trial .*kinds\['reward'\] is 99"):
+        read_trials_jsonl(path)

@@ -423,3 +423,58 @@ def test_json_output_writes_integers_beyond_64_bits(capsys, tmp_path) -> None:
     out = json.loads(capsys.readouterr().out)
     assert out["harbor_metrics"] == [{"sum": 2 * low}]
     assert Sum().compute([{"reward": low}] * 2) == {"sum": 2 * low}
+
+
+def test_evals_keys_are_harbors_for_odd_agents_and_models(capsys, tmp_path) -> None:
+    """Harbor's evals key from agent_info.name (which may hold "@") and agent_info.model_info
+    (never config.agent.model_name), through a job directory, the store and trials.jsonl."""
+    import json
+
+    from casstore.store import Store
+    from casstore.trials import write_trials_jsonl
+    from cli.main import run
+    from tests.trials_builder import make_job, trial_json, trial_result
+
+    specs = [  # (agent, version, model, reward)
+        ("team@org/agent", "1.0", "claude-haiku", 1.0),
+        ("team@org/agent", "1.0", "claude-haiku", 0.0),
+        ("team", "org/agent@1.0", "claude-haiku", 1.0),
+        ("oracle", "1.0", None, 0.0),  # config.agent.model_name set below, model_info null
+        ("oracle", "1.0", "", 1.0),  # model_info.name "" (e.g. "-m anthropic/")
+    ]
+    trials = {}
+    for i, (agent, version, model, reward) in enumerate(specs):
+        result = trial_result(
+            f"t{i}", f"t{i}__x", {"reward": reward}, agent=agent, version=version, model=model
+        )
+        data = json.loads(trial_json(result))
+        if model is None:
+            data["config"]["agent"]["model_name"] = "gpt-x"
+        if model == "":
+            data["agent_info"]["model_info"] = {"name": "", "provider": "anthropic"}
+        trials[f"t{i}__x"] = json.dumps(data)
+    job = make_job(tmp_path / "job", trials)
+    parsed = [TrialResult.model_validate_json(text) for text in trials.values()]
+    groups: dict[str, list] = {}
+    for trial in parsed:
+        info = trial.agent_info
+        model = info.model_info.name if info.model_info else None
+        key = JobStats.format_agent_evals_key(info.name, model, trial.source or "adhoc")
+        groups.setdefault(key, []).append(trial)
+    assert set(groups) == {
+        "team@org/agent__claude-haiku__demo-ds",
+        "team__claude-haiku__demo-ds",
+        "oracle__demo-ds",
+    }
+    want = {key: [Mean().compute(harbor_rewards(members))] for key, members in groups.items()}
+    store = tmp_path / "store"
+    with Store(store) as opened:
+        opened.import_jobs([job])
+        (record,) = opened.jobs()
+        write_trials_jsonl(opened.trial_records(record.job_id), tmp_path / "trials.jsonl")
+    for source in (str(job), record.job_id, str(tmp_path / "trials.jsonl")):
+        capsys.readouterr()
+        assert run(["--store", str(store), "rescore", source, "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        got = {key: value["metrics"] for key, value in out["harbor_evals"].items()}
+        assert got == want, source

@@ -145,13 +145,15 @@ def test_labels_timings_and_token_totals_match_harbor() -> None:
     assert record.agent_execution is not None and record.verifier is not None
 
 
-def test_model_falls_back_to_config_model_name() -> None:
+def test_model_is_agent_info_model_name_as_harbor_takes_it() -> None:
+    # Harbor's evals key uses agent_info.model_info.name only: config.agent.model_name is not
+    # a fallback (a custom to_agent_info, or "-m anthropic/", leaves model_info empty)
     text = trial_json(trial_result("t", "t__1", {"reward": 1.0}, model=None))
     data = json.loads(text)
     data["config"]["agent"]["model_name"] = "gpt-x"
-    assert _parse(json.dumps(data)).model_name == "gpt-x"
-    data["config"]["agent"]["model_name"] = None
     assert _parse(json.dumps(data)).model_name is None
+    data["agent_info"]["model_info"] = {"name": "", "provider": "anthropic"}
+    assert _parse(json.dumps(data)).model_name == ""
 
 
 def test_multi_step_trial() -> None:

@@ -43,7 +43,7 @@ from casstore.trials.records import (
     decode_stored,
     stored_with_attempt,
 )
-from scoring.table import Flag, Kind, RewardTable
+from scoring.table import Flag, Kind, RewardTable, harbor_evals_key
 
 __all__ = [
     "ImportedJob",
@@ -268,7 +268,7 @@ _READ_SIZE = 1 << 16
 # O_NONBLOCK: a FIFO put where a result.json belongs reads as empty instead of blocking
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 _MAX_RESULT_BYTES = 64 << 20  # a result.json beyond this is refused (a device, a runaway file)
-_LABELS = ("agent", "model", "dataset", "exception", "failure")
+_LABELS = ("agent", "model", "dataset", "exception", "failure", "evals")
 _EXCEPTION, _NO_VERIFIER, _INVALID = int(Flag.EXCEPTION), int(Flag.NO_VERIFIER), int(Flag.INVALID)
 _NUMBER = int(Kind.NUMBER)
 _stored_kind = Kind.stored
@@ -434,7 +434,6 @@ def _pack_chunk(
     c_primary = np.full(m, math.nan, np.float64)
     c_primary_kind = np.zeros(m, np.int8)
     label_maps: list[dict[str, int]] = [{"": 0} for _ in _LABELS]
-    agent_l, model_l, dataset_l, exception_l, failure_l = label_maps
     c_codes = np.zeros((len(_LABELS), m), np.int32)
     secondary: list[tuple[int, str, float | int, int]] = []
     for k, r in enumerate(firsts):
@@ -454,13 +453,10 @@ def _pack_chunk(
                     secondary.append(
                         (k, key, value, _stored_kind(value, row_kinds.get(key, _NUMBER)))
                     )
-        c_codes[:, k] = (
-            agent_l.setdefault(f"{r.agent_name}@{r.agent_version}", len(agent_l)),
-            model_l.setdefault(r.model_name or "", len(model_l)),
-            dataset_l.setdefault(r.source or "", len(dataset_l)),
-            exception_l.setdefault(r.exception_type or "", len(exception_l)),
-            failure_l.setdefault(r.failure or failure_of(r) or "", len(failure_l)),
-        )
+        c_codes[:, k] = [
+            labels.setdefault(label, len(labels))
+            for labels, label in zip(label_maps, row_labels(r), strict=True)
+        ]
     value_keys = sorted({key for _, key, _, _ in secondary})
     c_values = np.full((m, len(value_keys)), math.nan, np.float64)
     c_kinds = np.zeros((m, len(value_keys)), np.int8)
@@ -490,6 +486,19 @@ def _pack_chunk(
         order=np.array(order, np.int32).tobytes(),
         attempts=np.array(attempts, np.int32).tobytes(),
         segments=segments,
+    )
+
+
+def row_labels(record: TrialRecord) -> tuple[str, ...]:
+    """The reward-table labels of a trial, in ``_LABELS`` order: ``name@version``, model,
+    dataset (``source``), exception type, failure code ("" for none) and Harbor's evals key."""
+    return (
+        f"{record.agent_name}@{record.agent_version}",
+        record.model_name or "",
+        record.source or "",
+        record.exception_type or "",
+        record.failure or failure_of(record) or "",
+        harbor_evals_key(record.agent_name, record.model_name, record.source),
     )
 
 
@@ -698,6 +707,7 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
         datasets=table_labels["dataset"],
         exceptions=table_labels["exception"],
         failures=failure_labels,
+        evals_keys=table_labels["evals"],
         jobs=[job_id],
         **table_codes,
     )
@@ -1326,14 +1336,8 @@ def table_from_records(
     tasks = sorted({r.task_name for r in rows})
     keys = sorted({k for r in rows if r.valid and r.rewards for k in r.rewards if k != reward_key})
     key_index = {k: i for i, k in enumerate(keys)}
-    names = ("agent", "model", "dataset", "exception", "failure")
-    labels: dict[str, dict[str, int]] = {c: {"": 0} for c in names}
-    agent_l, model_l, dataset_l, exception_l, failure_l = (labels[c] for c in names)
-    agent_c: list[int] = []
-    model_c: list[int] = []
-    dataset_c: list[int] = []
-    exception_c: list[int] = []
-    failure_c: list[int] = []
+    label_maps: list[dict[str, int]] = [{"": 0} for _ in _LABELS]
+    label_codes: list[list[int]] = [[] for _ in _LABELS]
     task_index = {t: i for i, t in enumerate(tasks)}
     task_c: list[int] = []
     attempt_c: list[int] = []
@@ -1375,27 +1379,14 @@ def table_from_records(
                     j = key_index[key]
                     values[i, j] = value
                     kinds[i, j] = kind
-        value = f"{r.agent_name}@{r.agent_version}"
-        agent_c.append(agent_l.setdefault(value, len(agent_l)))
-        value = r.model_name or ""
-        model_c.append(model_l.setdefault(value, len(model_l)))
-        value = r.source or ""
-        dataset_c.append(dataset_l.setdefault(value, len(dataset_l)))
-        value = r.exception_type or ""
-        exception_c.append(exception_l.setdefault(value, len(exception_l)))
-        value = r.failure or failure_of(r) or ""
-        failure_c.append(failure_l.setdefault(value, len(failure_l)))
+        for labels, codes, label in zip(label_maps, label_codes, row_labels(r), strict=True):
+            codes.append(labels.setdefault(label, len(labels)))
     if primary_rows:
         at = np.array(primary_rows, np.intp)
         primary[at] = np.array([float(v) for v in primary_values], np.float64)
         primary_kind[at] = np.array(primary_kinds, np.int8)
-    columns = {
-        "agent": agent_c,
-        "model": model_c,
-        "dataset": dataset_c,
-        "exception": exception_c,
-        "failure": failure_c,
-    }
+    codes = {c: np.array(label_codes[i], np.int32).reshape(n) for i, c in enumerate(_LABELS)}
+    labels = {c: list(label_maps[i]) for i, c in enumerate(_LABELS)}
     table = RewardTable(
         reward_key=reward_key,
         tasks=tasks,
@@ -1408,13 +1399,14 @@ def table_from_records(
         primary_kind=primary_kind,
         values=values,
         kinds=kinds,
-        agents=list(agent_l),
-        models=list(model_l),
-        datasets=list(dataset_l),
-        exceptions=list(exception_l),
-        failures=list(failure_l),
+        agents=labels["agent"],
+        models=labels["model"],
+        datasets=labels["dataset"],
+        exceptions=labels["exception"],
+        failures=labels["failure"],
+        evals_keys=labels["evals"],
         jobs=list(jobs) if jobs is not None else sorted({r.job_id for r in rows}),
-        **{c: np.array(columns[c], np.int32).reshape(n) for c in names},
+        **codes,
     )
     table.validate()
     return table

@@ -345,8 +345,6 @@ def _fields(
         model_name = model_provider = None
     else:
         model_name, model_provider = model_info.name, model_info.provider
-    if model_name is None and result.config is not None and result.config.agent is not None:
-        model_name = result.config.agent.model_name
     exc = result.exception_info
     if exc is None:
         exception_type = exception_message = exception_at = None

@@ -89,7 +89,8 @@ class TrialRecord(msgspec.Struct, omit_defaults=True, gc=False):
     ``trial_id`` (UUID string) when present.
 
     Labels: ``source`` (Harbor's dataset/source), ``agent_name``, ``agent_version``,
-    ``model_name`` (``agent_info.model_info.name``, else ``config.agent.model_name``),
+    ``model_name`` (``agent_info.model_info.name``, as Harbor's evals keys take it: never
+    ``config.agent.model_name``),
     ``model_provider``.
 
     Rewards: ``rewards`` is the mapping exactly as Harbor's ``VerifierResult`` coerces it

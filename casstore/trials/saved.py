@@ -23,6 +23,7 @@ import msgspec
 
 from casstore.errors import RewardKeyError, UsageError
 from casstore.trials.records import REWARD_KEY_METADATA, TrialRecord
+from scoring.table import Kind
 
 __all__ = ["check_output", "read_trials_jsonl", "rebuild_hint", "write_trials_jsonl"]
 
@@ -124,6 +125,7 @@ def read_trials_jsonl(path: Path | str) -> tuple[str, list[TrialRecord]]:
                 if isinstance(step, dict):
                     step["rewards"] = _rewards_in(step.get("rewards"))
             record = msgspec.convert(data, TrialRecord, strict=False)
+            _check_kinds(record)
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
             raise RewardKeyError(
                 f"{path}:{number}", f"not a saved trial ({error}); {rebuild_hint(None, None)}"
@@ -148,6 +150,14 @@ def read_trials_jsonl(path: Path | str) -> tuple[str, list[TrialRecord]]:
     if reward_key is None:
         raise RewardKeyError(str(path), "no saved trial in the file; " + rebuild_hint(None, None))
     return reward_key, records
+
+
+def _check_kinds(record: TrialRecord) -> None:
+    """Raise ``msgspec.ValidationError`` when a reward kind is not one a trial record holds
+    (:class:`scoring.table.Kind` MISSING..BOOLEAN)."""
+    for key, kind in record.kinds.items():
+        if not 0 <= kind <= Kind.BOOLEAN:
+            raise msgspec.ValidationError(f"kinds[{key!r}] is {kind}, not a reward kind 0-3")
 
 
 def _job_dir_of(record: TrialRecord) -> str | None:
