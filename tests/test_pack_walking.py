@@ -29,6 +29,7 @@ from casstore.limits import Limits
 from casstore.pack import pack_tree, write_archive
 from casstore.read import verify_archive
 from casstore.scan import scan_tree
+from cli.main import run
 from tests.helpers import make_task
 
 DATA_FILES = 3  # files of 2 MiB + 1 in task/a/: more than one stream block each
@@ -212,3 +213,13 @@ def test_walking_and_scanning_first_give_the_same_archive(task, out, compression
     assert out.read_bytes() == buffer.getvalue()
     assert to_path == to_buffer == digests
     assert verify_archive(out, expect=to_path.address).entries == to_path.entries == 9
+
+
+def test_cli_pack_failing_late_exits_1_with_one_line_and_no_file(task, out, capsys) -> None:
+    (task / "z").mkdir()
+    os.symlink("../nowhere", task / "z" / "link")
+    code = run(["pack", str(task), "-o", str(out), "-c", "zstd"])
+    captured = capsys.readouterr()
+    assert (code, captured.out) == (1, "")
+    assert captured.err == "casstore: task/z/link: link to '../nowhere' is dangling\n"
+    assert os.listdir(out.parent) == []
