@@ -10,6 +10,7 @@ import os
 import queue
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NoReturn
@@ -18,7 +19,18 @@ from casstore.compress import CHUNK, Compression, new_encoder
 from casstore.digest import Digest, new_hasher
 from casstore.errors import SourceChangedError, UsageError
 from casstore.limits import Limits
-from casstore.scan import SourceTree, StatKey, scan_tree, stat_key
+from casstore.scan import (
+    PayloadCount,
+    ScanStart,
+    SourceEntry,
+    SourceTree,
+    StatKey,
+    finish_scan,
+    scan_tree,
+    start_scan,
+    stat_key,
+    walk_tree,
+)
 from casstore.structure import TaskLayout
 from casstore.tarformat import BLOCK, Kind, end_of_archive, header_bytes, pad
 
@@ -73,16 +85,22 @@ def pack_tree(
     """Pack the task directory ``source``.
 
     ``out`` is a path (written to a temporary file beside it, then renamed; nothing is left on
-    failure), a binary file object, or None to compute the digests only. Raises the check
-    errors of :mod:`casstore.errors` naming the path: UnsafePathError, EntryTypeError,
-    SymlinkError, LimitError, TaskFormatError, SourceChangedError (the source changed while it
-    was read; retrying may succeed); UsageError when ``source`` is not a directory or the
-    output path cannot be written (a directory, a missing folder, inside the task itself).
+    failure), a binary file object, or None to compute the digests only. With a path or None,
+    entries are written while the tree is walked (see :func:`_pack_walking`); a file object
+    receives nothing before the whole tree passed every check (it is scanned first). Either
+    way the errors are the same: the check errors of :mod:`casstore.errors` naming the path
+    (UnsafePathError, EntryTypeError, SymlinkError, LimitError, TaskFormatError, and
+    SourceChangedError when the source changed while it was read: retrying may succeed), a
+    scan's error always winning over a write's; UsageError when ``source`` is not a directory
+    or the output path cannot be written (a directory, a missing folder, inside the task).
     """
     limits = limits or Limits()
     if isinstance(out, Path | str):
         out = _check_output(Path(out), Path(source))
-        return _pack_to_path(scan_tree(source, limits), out, compression, limits)
+        start = start_scan(source, limits)
+        return _pack_to_path(out, lambda handle: _pack_walking(start, handle, compression, limits))
+    if out is None:
+        return _pack_walking(start_scan(source, limits), None, compression, limits)
     return write_archive(scan_tree(source, limits), out, compression, limits)
 
 
@@ -98,13 +116,15 @@ def _check_output(out: Path, source: Path) -> Path:
     return absolute
 
 
-def _pack_to_path(tree: SourceTree, out: Path, compression: Compression, limits: Limits):
+def _pack_to_path(out: Path, write: Callable[[BinaryIO], PackResult]) -> PackResult:
+    """Run ``write`` on a temporary file beside ``out``, fsync it and rename it to ``out``
+    (mode 0o644); on any failure the temporary file is removed and the error raised."""
     fd, temporary = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             flusher = _Flusher(handle)
             try:
-                result = write_archive(tree, flusher, compression, limits)
+                result = write(flusher)  # type: ignore[arg-type]
             finally:
                 flusher.join()
             handle.flush()
@@ -120,28 +140,107 @@ def _pack_to_path(tree: SourceTree, out: Path, compression: Compression, limits:
 def write_archive(
     tree: SourceTree, out: BinaryIO | None, compression: Compression, limits: Limits
 ) -> PackResult:
-    """Write the archive of an already scanned ``tree`` to ``out`` (None: digests only)."""
-    sink = _Sink(out, limits)
-    stream = _TarStream(new_encoder(compression, sink.write), limits)
+    """Write the archive of an already scanned ``tree`` to ``out`` (None: digests only).
+    Raises SourceChangedError naming the entry that changed since the scan, LimitError
+    (``max_expanded_bytes``, ``max_archive_bytes``) or the output's OSError."""
+    writer = _ArchiveWriter(out, compression, limits)
     try:
-        for _, kind, key, target, name, path in tree.entries:
-            if kind == "file":
-                _write_file(name, path, key, stream)
-            else:
-                _write_other(name, path, kind, key, target, stream)
-        _check_directories_unchanged(tree)
-        stream.close()
+        for entry in tree.entries:
+            writer.add(entry)
+        return writer.finish(tree)
     finally:
-        stream.stop()  # on an error: an error met by the earlier blocks replaces it
-    return PackResult(
-        address=sink.address.digest(),
-        content_digest=stream.content.digest(),
-        entries=len(tree.entries),
-        payload_bytes=tree.payload_bytes,
-        archive_bytes=sink.size,
-        compression=compression,
-        layout=tree.layout,
-    )
+        writer.stop()  # on an error: an error met by the earlier blocks replaces it
+
+
+def _pack_walking(
+    start: ScanStart, out: BinaryIO | None, compression: Compression, limits: Limits
+) -> PackResult:
+    """Write each entry as soon as :func:`walk_tree` yields it, so the walk overlaps the
+    compression, then run :func:`finish_scan` and finish the archive.
+
+    Raises exactly what ``write_archive(scan_tree(...))`` would: every scan error (a bad entry
+    met later in the walk, a link or limit rule over the whole tree) comes before any write
+    error, so a write error is held until the scan has passed. After a write error, or once a
+    file is known to break a size limit (the scan will fail), nothing more is read or written:
+    the walk only completes. The caller discards ``out`` on any error."""
+    writer = _ArchiveWriter(out, compression, limits)
+    entries: list[SourceEntry] = []
+    failure: Exception | None = None
+    payload = PayloadCount(limits)
+    try:
+        for entry in walk_tree(start, limits):
+            entries.append(entry)
+            if failure is None:
+                failure = _write_or_fail(writer, payload, entry)
+        tree = finish_scan(start, entries, limits)
+    except BaseException:
+        writer.stop_quietly()  # the scan's error comes first
+        raise
+    if failure is not None:
+        raise failure
+    try:
+        return writer.finish(tree)
+    finally:
+        writer.stop()
+
+
+def _write_or_fail(
+    writer: _ArchiveWriter, payload: PayloadCount, entry: SourceEntry
+) -> Exception | None:
+    """Write ``entry``; return the error that stopped the writer instead of raising it (the
+    background thread's if it met one: it concerns earlier bytes). A file over a size limit
+    is refused before it is read (``payload``, the scan's own rule, raises)."""
+    try:
+        if entry[1] == "file":  # (parts, kind, key, target, name, path); key[3]: st_size
+            payload.add(entry[2][3], entry[4])
+        writer.add(entry)
+    except Exception as error:
+        return writer.stop_quietly() or error
+    return None
+
+
+class _ArchiveWriter:
+    """Writes source entries, in archive order, into the tar stream of ``out`` (None: digests
+    only): each entry is checked unchanged since the scan (SourceChangedError naming it)."""
+
+    def __init__(self, out: BinaryIO | None, compression: Compression, limits: Limits) -> None:
+        self._sink = _Sink(out, limits)
+        self._stream = _TarStream(new_encoder(compression, self._sink.write), limits)
+        self._compression = compression
+
+    def add(self, entry: SourceEntry) -> None:
+        """Append one entry (header, and a file's data and padding)."""
+        _, kind, key, target, name, path = entry
+        if kind == "file":
+            _write_file(name, path, key, self._stream)
+        else:
+            _write_other(name, path, kind, key, target, self._stream)
+
+    def finish(self, tree: SourceTree) -> PackResult:
+        """Check that no directory changed since the scan, end the stream, and describe it."""
+        _check_directories_unchanged(tree)
+        self._stream.close()
+        return PackResult(
+            address=self._sink.address.digest(),
+            content_digest=self._stream.content.digest(),
+            entries=len(tree.entries),
+            payload_bytes=tree.payload_bytes,
+            archive_bytes=self._sink.size,
+            compression=self._compression,
+            layout=tree.layout,
+        )
+
+    def stop(self) -> None:
+        """Stop the background work (see :meth:`_TarStream.stop`); raise its error, if any."""
+        self._stream.stop()
+
+    def stop_quietly(self) -> Exception | None:
+        """:meth:`stop`, returning its error instead of raising it."""
+        try:
+            self._stream.stop()
+        except Exception as error:
+            return error
+        return None
 
 
 def _write_other(

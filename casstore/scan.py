@@ -1,8 +1,11 @@
 """Scan a task directory for the packager: every entry, in archive order, checked.
 
-The scan applies every source rule of SPEC section 2 before a byte is written: names valid
-UTF-8, only directories, regular files and symbolic links, link targets inside the task (see
-:mod:`casstore.links`), the entry/size/path limits, and the Harbor task layout.
+The scan applies every source rule of SPEC section 2: names valid UTF-8, only directories,
+regular files and symbolic links, link targets inside the task (see :mod:`casstore.links`), the
+entry/size/path limits, and the Harbor task layout. It runs in three steps so that a packer can
+write entries while the tree is walked: :func:`start_scan` (the root and task.toml),
+:func:`walk_tree` (every entry in archive order, each checked on its own) and
+:func:`finish_scan` (the rules that need the whole tree); :func:`scan_tree` runs all three.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +29,18 @@ from casstore.links import Node, check_link
 from casstore.structure import TaskLayout, check_config, check_tree_layout
 from casstore.tarformat import Kind
 
-__all__ = ["SourceEntry", "SourceTree", "StatKey", "scan_tree", "stat_key"]
+__all__ = [
+    "PayloadCount",
+    "ScanStart",
+    "SourceEntry",
+    "SourceTree",
+    "StatKey",
+    "finish_scan",
+    "scan_tree",
+    "start_scan",
+    "stat_key",
+    "walk_tree",
+]
 
 _SPECIAL = {
     stat.S_IFIFO: "FIFO",
@@ -73,11 +88,35 @@ def stat_key(info: os.stat_result) -> StatKey:
 
 
 def scan_tree(source: Path, limits: Limits) -> SourceTree:
-    """Scan and check the task directory ``source``.
+    """Scan and check the task directory ``source``: :func:`start_scan`, every entry of
+    :func:`walk_tree`, then :func:`finish_scan`.
 
     Raises :class:`UsageError` if ``source`` is not a directory; otherwise the check errors of
     :mod:`casstore.errors` (UnsafePathError, EntryTypeError, SymlinkError, LimitError,
     TaskFormatError) naming the offending path.
+    """
+    start = start_scan(source, limits)
+    return finish_scan(start, list(walk_tree(start, limits)), limits)
+
+
+@dataclass(frozen=True, slots=True)
+class ScanStart:
+    """A task directory ready to be walked: ``root`` (absolute, resolved), ``top`` (the
+    archive's top-level name), ``root_key`` (its :data:`StatKey`) and ``config`` (task.toml's
+    bytes; None when absent or not a regular file)."""
+
+    root: Path
+    top: str
+    root_key: StatKey
+    config: bytes | None
+
+
+def start_scan(source: Path, limits: Limits) -> ScanStart:
+    """Check what comes before the walk: ``source`` is a directory with a UTF-8 name whose
+    task.toml Harbor accepts (a directory that is no task fails before it is walked).
+
+    Raises :class:`UsageError` if ``source`` is not a directory; UnsafePathError, LimitError
+    (``max_config_bytes``) or TaskFormatError naming the path.
     """
     root = Path(os.path.abspath(source))
     try:
@@ -91,40 +130,77 @@ def scan_tree(source: Path, limits: Limits) -> SourceTree:
     config = _read_config(root / "task.toml", f"{top}/task.toml", limits)
     if not os.path.islink(root / "task.toml"):  # a link there is the link rule's to report
         check_config(top, config)  # fail fast on a directory that is not a task at all
-    entries = _walk(root, top, root_stat, limits)
+    return ScanStart(root, top, stat_key(root_stat), config)
+
+
+def finish_scan(start: ScanStart, entries: list[SourceEntry], limits: Limits) -> SourceTree:
+    """The checks that need the whole tree, over every entry :func:`walk_tree` yielded, in
+    this order: link targets (resolved over the scanned tree, never the disk), the file and
+    payload size limits, the Harbor task layout. Raises SymlinkError, LimitError or
+    TaskFormatError naming the path."""
     links = [entry for entry in entries if entry[1] == "symlink"]  # (parts, kind, ...)
-    if links:  # links resolve over the scanned tree, never the disk
+    if links:
         tree_view: dict[tuple[str, ...], Node] = {
             parts: (kind, target) for parts, kind, _, target, _, _ in entries
         }
         for parts, _, _, target, name, _ in links:
             check_link(name, parts, target, tree_view.get)
-    payload = _payload(entries, limits)
+    payload = PayloadCount(limits)
+    for _, kind, key, _, name, _ in entries:
+        if kind == "file":
+            payload.add(key[3], name)  # key[3]: st_size
     kinds = [(parts, kind) for parts, kind, _, _, _, _ in entries]
-    layout = check_tree_layout(top, config, kinds)
-    return SourceTree(root, top, tuple(entries), layout, payload)
+    layout = check_tree_layout(start.top, start.config, kinds)
+    return SourceTree(start.root, start.top, tuple(entries), layout, payload.total)
 
 
-def _walk(root: Path, top: str, root_stat: os.stat_result, limits: Limits) -> list[SourceEntry]:
-    """Every entry in archive order: depth first, a directory before its children, children
-    sorted by name bytes."""
+def walk_tree(start: ScanStart, limits: Limits) -> Iterator[SourceEntry]:
+    """Every entry in archive order, each checked before it is yielded: depth first, a
+    directory before its children, children sorted by name bytes. A directory is listed (and
+    its children ``lstat``-ed) when the walk enters it, after its own entry was yielded.
+
+    Raises UnsafePathError, EntryTypeError, LimitError (``max_entries``, ``max_path_bytes``) or
+    SourceChangedError (a directory vanished) naming the path."""
     max_entries = limits.max_entries
-    entries: list[SourceEntry] = [((), "dir", stat_key(root_stat), "", top, bytes(root))]
-    pending = [iter(_children(entries[0], limits))]  # the directories being walked
+    root: SourceEntry = ((), "dir", start.root_key, "", start.top, bytes(start.root))
+    yield root
+    count = 1
+    pending = [iter(_children(root, limits))]  # the directories being walked
     while pending:
         for entry in pending[-1]:
-            entries.append(entry)
+            count += 1
             _, kind, _, target, name, _ = entry
-            if len(entries) > max_entries:
-                limits.check("max_entries", len(entries), name)
+            if count > max_entries:
+                limits.check("max_entries", count, name)
+            if kind == "symlink":  # a link target is a path too (the reader checks it)
+                limits.check("max_path_bytes", len(target.encode("utf-8")), name)
+            yield entry
             if kind == "dir":  # its entries come before its next sibling
                 pending.append(iter(_children(entry, limits)))
                 break
-            if kind == "symlink":  # a link target is a path too (the reader checks it)
-                limits.check("max_path_bytes", len(target.encode("utf-8")), name)
         else:
             pending.pop()
-    return entries
+
+
+class PayloadCount:
+    """The file size limits in archive order: ``add`` each regular file's size; ``total`` is
+    the sum so far (bytes)."""
+
+    __slots__ = ("_limits", "_max_file", "_max_payload", "total")
+
+    def __init__(self, limits: Limits) -> None:
+        self._limits = limits
+        self._max_file, self._max_payload = limits.max_file_bytes, limits.max_payload_bytes
+        self.total = 0
+
+    def add(self, size: int, name: str) -> None:
+        """Count a ``size``-byte file ``name``; LimitError (``max_file_bytes``, then
+        ``max_payload_bytes``) naming it when a bound is passed."""
+        if size > self._max_file:
+            self._limits.check("max_file_bytes", size, name)
+        self.total += size
+        if self.total > self._max_payload:
+            self._limits.check("max_payload_bytes", self.total, name)
 
 
 def _children(directory: SourceEntry, limits: Limits) -> list[SourceEntry]:
@@ -184,20 +260,6 @@ def _decode(raw: bytes, display: str) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise UnsafePathError(display, "name is not valid UTF-8") from error
-
-
-def _payload(entries: list[SourceEntry], limits: Limits) -> int:
-    """The sum of the files' sizes; the per-file and total size limits, in archive order."""
-    total, max_file, max_payload = 0, limits.max_file_bytes, limits.max_payload_bytes
-    for _, kind, key, _, name, _ in entries:
-        if kind == "file":
-            size = key[3]
-            if size > max_file:
-                limits.check("max_file_bytes", size, name)
-            total += size
-            if total > max_payload:
-                limits.check("max_payload_bytes", total, name)
-    return total
 
 
 def _read_config(path: Path, display: str, limits: Limits) -> bytes | None:

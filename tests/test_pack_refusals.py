@@ -575,15 +575,17 @@ def _keeping_mtime(directory: Path, change: Callable[[], None]) -> Callable[[], 
 
 
 def _after_scan(change: Callable[[], None], monkeypatch) -> None:
-    """Run ``change`` between the scan and the writing of the archive."""
-    real = casstore.pack.scan_tree
+    """Run ``change`` between the scan and the writing of the archive: the packer writes
+    entries as its walk yields them, so the walk is made to list and stat every entry first,
+    then ``change``, then yield them."""
+    real = casstore.pack.walk_tree
 
-    def scan_then_change(source, limits):
-        tree = real(source, limits)
+    def walk_then_change(start, limits):
+        entries = list(real(start, limits))
         change()
-        return tree
+        yield from entries
 
-    monkeypatch.setattr(casstore.pack, "scan_tree", scan_then_change)
+    monkeypatch.setattr(casstore.pack, "walk_tree", walk_then_change)
 
 
 def test_file_size_differing_from_the_scan_is_refused(task: Path, out: Path, monkeypatch) -> None:
