@@ -25,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import BinaryIO, Literal, Protocol
 
 import zstandard
+from isal.isal_zlib import crc32  # ISA-L: zlib's CRC-32 at ~6x its speed
 
 from casstore.errors import CorruptArchiveError, NotCanonicalError
 
@@ -148,7 +149,7 @@ class _GzipEncoder:
         self._write(struct.pack("<II", self._crc, self._size & 0xFFFFFFFF))
 
     def _submit(self, block: bytes | bytearray, last: bool) -> None:
-        self._crc = zlib.crc32(block, self._crc)
+        self._crc = crc32(block, self._crc)
         self._size += len(block)
         if self._workers == 1 or (last and not self._pending):  # nothing to overlap with
             self._pending.append(_deflate(block, self._dictionary, last))
@@ -209,7 +210,7 @@ def _gunzip(source: BinaryIO) -> Iterator[bytes]:
             out = inflater.decompress(pending, CHUNK)
         except zlib.error as error:
             raise CorruptArchiveError(None, f"gzip stream is damaged: {error}") from error
-        crc, size = zlib.crc32(out, crc), size + len(out)
+        crc, size = crc32(out, crc), size + len(out)
         if out:
             yield out
     trailer = inflater.unused_data + source.read(8)
