@@ -169,14 +169,16 @@ def _stored_members(data: bytes) -> dict[str, tuple[memoryview, int]] | None:
     return members
 
 
-def _member_array(body: memoryview, crc: int, name: str) -> tuple[np.ndarray, Callable[[], None]]:
+def _member_array(
+    body: memoryview, crc: int, name: str, corrupt: Callable[[str], Exception] = ValueError
+) -> tuple[np.ndarray, Callable[[], None]]:
     """The array stored in one ``.npy`` member, as a read-only view of ``body``, and the
-    callable that checks the member's CRC (raises ``ValueError``); the caller runs it before
-    any value is used."""
+    callable that checks the member's CRC (raises ``corrupt(message)``); the caller runs it
+    before any value is used."""
 
     def verify() -> None:
         if crc32(body) != crc:
-            raise ValueError(f"column {name}: CRC-32 mismatch (corrupt reward table)")
+            raise corrupt(f"column {name}: CRC-32 mismatch (corrupt reward table)")
 
     stream = io.BytesIO(body[: 65536 + 64])
     version = npy_format.read_magic(stream)
@@ -280,13 +282,16 @@ class RewardTable:
         return _write_npz(arrays)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> RewardTable:
+    def from_bytes(
+        cls, data: bytes, corrupt: Callable[[str], Exception] = ValueError
+    ) -> RewardTable:
         """Inverse of :meth:`to_bytes`. Raises ``ValueError`` on malformed data.
 
         Columns are read-only views of ``data`` (no copy) where aligned, else aligned copies;
         the name columns stay views. Every column's CRC-32 is checked
         before use: the numeric ones here, the name columns (:class:`Strings`, the trial names
-        being the bulk of the bytes) when first used.
+        being the bulk of the bytes) when first used (:meth:`verify`: now). A CRC mismatch
+        raises ``corrupt(message)`` (default ``ValueError``), also when found later.
         """
         data = bytes(data)  # no copy for bytes
         members = _stored_members(data)
@@ -300,7 +305,7 @@ class RewardTable:
         eager: list[Callable[[], None]] = []
         for name, (body, crc) in members.items():
             lazy = name in ("tasks", "trials")
-            array, verify = _member_array(body, crc, name)
+            array, verify = _member_array(body, crc, name, corrupt)
             if not lazy:
                 eager.append(verify)
             if name in _STRING_COLUMNS:
@@ -316,6 +321,13 @@ class RewardTable:
                 columns[name] = columns[name].tolist()
         reward_key = str(columns.pop("reward_key"))
         return cls(reward_key=reward_key, **columns)
+
+    def verify(self) -> None:
+        """Run the CRC checks still pending (the lazily checked name columns of a table read
+        by :meth:`from_bytes`); raises what :meth:`from_bytes` was told to on a mismatch."""
+        for names in (self.tasks, self.trials):
+            if isinstance(names, Strings):
+                names.array()
 
     def validate(self) -> None:
         """Check shapes and index ranges; raises ``ValueError`` naming the column."""
