@@ -22,7 +22,6 @@ from casstore.errors import CorruptStoreError
 from casstore.store.index import Txn, decode, unpack
 from casstore.trials.records import JobRecord, TrialRecord
 from casstore.trials.store import stored_job, stored_table, stored_trial
-from scoring.table import RewardTable
 
 __all__ = ["JobsCheck", "Problem", "check_jobs"]
 
@@ -118,16 +117,10 @@ def _table_problem(txn: Txn, job_id: str, trials: int) -> Problem | None:
         if data is None:
             return Problem("corrupt_reward_table", job_id, f"reward_tables/{job_id}: missing")
         table = stored_table(job_id, data)
-        decode("reward_tables", job_id, _verified, table)
+        decode("reward_tables", job_id, table.validate)
     except CorruptStoreError as error:
         return Problem("corrupt_reward_table", job_id, str(error))
     if len(table) != trials:
         message = f"reward_tables/{job_id}: {len(table)} rows, {trials} trial records"
         return Problem("corrupt_reward_table", job_id, message)
     return None
-
-
-def _verified(table: RewardTable) -> None:
-    """Every CRC-32 of ``table`` checked and its shapes and indexes validated (raises)."""
-    table.verify()
-    table.validate()

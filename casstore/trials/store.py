@@ -22,8 +22,8 @@ hint of a saved-trials file names the job directory from them, and must work fro
 folder).
 
 Stored values are read through :func:`stored_job`, :func:`stored_table`, :func:`stored_trial`
-and :func:`evidence_bytes`: a value that does not decode or validate (or a reward table
-whose CRC-32 fails, even when found later) is :class:`CorruptStoreError` naming ``db/key``.
+and :func:`evidence_bytes`: a value that does not decode or validate (or a reward table one
+of whose column CRC-32s fails) is :class:`CorruptStoreError` naming ``db/key``.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import lmdb
 import msgspec
 
 from casstore.errors import UnknownReferenceError, UsageError
-from casstore.store.index import Txn, corrupt, decode
+from casstore.store.index import Txn, decode
 from casstore.trials.evidence import decompress, encode_entry
 from casstore.trials.jobs import (
     ImportedJob,
@@ -525,15 +525,18 @@ def stored_job(job_id: str, raw: Any) -> JobRecord:
 
 
 def stored_table(job_id: str, data: bytes) -> RewardTable:
-    """The reward table stored as ``data`` at ``job_id``. Raises :class:`CorruptStoreError`
-    when it does not load or a column's CRC-32 fails (the name columns' when first used, or
-    on :meth:`RewardTable.verify`)."""
-    return decode("reward_tables", job_id, RewardTable.from_bytes, data, _corrupt_table(job_id))
+    """The reward table stored as ``data`` at ``job_id``, every column's CRC-32 checked now
+    (the name columns too, which :meth:`RewardTable.from_bytes` leaves to their first use:
+    a damaged one is found before any scoring or output). Raises :class:`CorruptStoreError`
+    when it does not load or a CRC-32 fails."""
+    return decode("reward_tables", job_id, _verified_table, data)
 
 
-def _corrupt_table(job_id: str) -> Any:
-    """What a damaged table of ``job_id`` raises: a ``CorruptStoreError`` of the message."""
-    return lambda message: corrupt("reward_tables", job_id, message)
+def _verified_table(data: bytes) -> RewardTable:
+    """:meth:`RewardTable.from_bytes` and :meth:`RewardTable.verify` (raise ``ValueError``)."""
+    table = RewardTable.from_bytes(data)
+    table.verify()
+    return table
 
 
 def stored_trial(
