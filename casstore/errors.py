@@ -21,7 +21,8 @@ Hierarchy::
     │   └── RewardKeyError       saved trials lack or disagree on their primary reward key
     ├── StoreError               the store's index or filesets refuse an operation
     │   ├── UnknownReferenceError  no task/taskset/revision by that reference; CLI exit 2
-    │   └── PublicationError       failed after the archive was stored; carries ``prepared``
+    │   ├── PublicationError       failed after the archive was stored; carries ``prepared``
+    │   └── CorruptStoreError      a stored value does not decode, or the index file is short
     └── ScoringError             trials cannot be scored as asked (mixed keys, taskset mismatch)
         └── MetricScriptError    a custom metric.py failed, hung or wrote no JSON object
 """
@@ -32,6 +33,7 @@ __all__ = [
     "CasstoreError",
     "CheckError",
     "CorruptArchiveError",
+    "CorruptStoreError",
     "DigestMismatchError",
     "EntryTypeError",
     "LimitError",
@@ -178,6 +180,15 @@ class PublicationError(StoreError):
     def __init__(self, path: str | None, rule: str, prepared: object) -> None:
         self.prepared = prepared
         super().__init__(path, rule)
+
+
+class CorruptStoreError(StoreError):
+    """The store is damaged: a stored value (job record, trial record, reward table, any
+    index entry) does not decode or fails its checks, or the index's ``data.mdb`` is shorter
+    than LMDB's own bookkeeping says. ``path`` names the database and key (``db/key``) or the
+    file."""
+
+    kind = "corrupt_store"
 
 
 class ScoringError(CasstoreError):

@@ -235,7 +235,8 @@ def checkout(
 
 
 def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
-    """Re-verify every archive and reference (never modifies); exit 1 on problems."""
+    """Re-verify every archive and reference, and the imported jobs' records, reward tables
+    and evidence (never modifies); exit 1 on problems."""
     with _store(ctx) as store, progress_bar("fsck") as bar:
         report = store.fsck(bar)
     if json:
@@ -247,6 +248,8 @@ def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
             out_console.print(f"orphan (info): {orphan}")
         status = "ok" if report.ok else _count(len(report.problems), "problem")
         counts = f"{_count(report.revisions, 'revision')}, {_count(report.archives, 'archive')}"
+        if report.jobs:
+            counts += f", {_count(report.jobs, 'job')}, {_count(report.trials, 'trial')}"
         out_console.print(f"{status}: {counts}")
     if not report.ok:
         raise typer.Exit(1)

@@ -326,7 +326,7 @@ class RewardTable:
         Columns are read-only views of ``data`` (no copy) where aligned, else aligned copies;
         the name columns stay views. Every column's CRC-32 is checked
         before use: the numeric ones here, the name columns (:class:`Strings`, the trial names
-        being the bulk of the bytes) when first used.
+        being the bulk of the bytes) when first used, or on :meth:`verify`.
         """
         data = bytes(data)  # no copy for bytes
         members = _stored_members(data)
@@ -360,6 +360,14 @@ class RewardTable:
                 columns[name] = columns[name].tolist()
         reward_key = str(columns.pop("reward_key"))
         return cls(reward_key=reward_key, **columns)
+
+    def verify(self) -> None:
+        """Run the CRC checks still pending (the lazily checked name columns of a table read
+        by :meth:`from_bytes`: under a millisecond for 100,000 trial names); raises
+        ``ValueError`` on a mismatch."""
+        for names in (self.tasks, self.trials):
+            if isinstance(names, Strings):
+                names.array()
 
     def validate(self) -> None:
         """Check shapes and index ranges; raises ``ValueError`` naming the column."""

@@ -2,8 +2,11 @@
 
 Problems: ``missing_archive`` (a revision's file is absent), ``corrupt_archive`` (fails
 verification: address, structure or content digest), ``dangling_reference`` (a name's history
-or a taskset pin names a revision that does not exist). Information: ``orphans`` (archive
-files no revision references) and ``temporaries`` (leftovers of interrupted writes).
+or a taskset pin names a revision that does not exist); of imported jobs
+(:mod:`casstore.trials.check`): ``corrupt_job``, ``corrupt_trial``, ``corrupt_reward_table``
+(damaged, failing a CRC-32, or not one row per trial record) and ``missing_evidence``.
+Information: ``orphans`` (archive files no revision references) and ``temporaries``
+(leftovers of interrupted writes).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from casstore.read import verify_archive
 from casstore.store.fileset import in_archive
 from casstore.store.index import Txn
 from casstore.store.records import NamedRecord, TaskRevision, TasksetRevision
+from casstore.trials.check import check_jobs
 
 if TYPE_CHECKING:
     from casstore.store.core import Progress, Store
@@ -26,8 +30,9 @@ __all__ = ["FsckReport", "GcReport", "fsck", "gc"]
 
 
 class FsckReport(BaseModel):
-    """``ok`` (no problem), counts, ``problems`` = ``[{"kind", "ref", "path", "message"}]``,
-    ``orphans`` (archive references) and ``temporaries`` (paths)."""
+    """``ok`` (no problem), counts (``jobs`` and ``trials``: imported jobs and their trial
+    records), ``problems`` = ``[{"kind", "ref", "path", "message"}]``, ``orphans`` (archive
+    references) and ``temporaries`` (paths)."""
 
     ok: bool
     tasks: int
@@ -37,6 +42,8 @@ class FsckReport(BaseModel):
     problems: list[dict[str, str | None]]
     orphans: list[str]
     temporaries: list[str]
+    jobs: int = 0
+    trials: int = 0
 
 
 class GcReport(BaseModel):
@@ -77,9 +84,12 @@ def _problem(kind: str, ref: str, path: Path | None, detail: str) -> dict[str, s
 
 
 def fsck(store: Store, progress: Progress) -> FsckReport:
-    """Re-verify every archive and reference of ``store``; never modifies anything."""
+    """Re-verify every archive and reference of ``store``, and its imported jobs
+    (:func:`casstore.trials.check.check_jobs`); never modifies anything."""
     snap = store.index.read(_snapshot)
     problems = _dangling(snap)
+    jobs = store.index.read(check_jobs)
+    problems += [_problem(p.kind, p.ref, None, p.message) for p in jobs.problems]
     referenced: set[str] = set()
     checked: dict[str, str | None] = {}
     progress.start(len(snap["revisions"]))
@@ -104,6 +114,8 @@ def fsck(store: Store, progress: Progress) -> FsckReport:
         problems=problems,
         orphans=sorted(set(on_disk) - referenced),
         temporaries=[str(path) for path in store.filesets.temporaries()],
+        jobs=jobs.jobs,
+        trials=jobs.trials,
     )
 
 

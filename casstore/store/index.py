@@ -11,6 +11,11 @@ Opening a store of an older schema this code reads (:data:`UPGRADED_SCHEMAS`) ma
 One writer at a time across processes (LMDB's lock), any number of readers. Every
 read-modify-write runs inside ONE write transaction (:meth:`Index.write`); the map doubles on
 ``MapFullError`` and the transaction is retried; a map grown by another process is adopted.
+
+A damaged index is :class:`~casstore.errors.CorruptStoreError`, never a crash: every stored
+value is decoded through :func:`decode` (naming ``db/key``), and opening checks ``data.mdb``
+against LMDB's meta pages before any other page is read (:func:`check_data_file`): a file
+truncated below the pages LMDB has written would otherwise end the process with SIGBUS.
 """
 
 from __future__ import annotations
@@ -23,9 +28,20 @@ from typing import Any, TypeVar
 import lmdb
 import msgpack
 
-from casstore.errors import StoreError
+from casstore.errors import CasstoreError, CorruptStoreError, StoreError
 
-__all__ = ["DATABASES", "SCHEMA_VERSION", "Index", "Txn", "fsync_dir", "pack", "unpack"]
+__all__ = [
+    "DATABASES",
+    "SCHEMA_VERSION",
+    "Index",
+    "Txn",
+    "check_data_file",
+    "corrupt",
+    "decode",
+    "fsync_dir",
+    "pack",
+    "unpack",
+]
 
 SCHEMA_VERSION = 2
 UPGRADED_SCHEMAS = (1,)
@@ -58,6 +74,32 @@ def unpack(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False)
 
 
+def corrupt(db: str, key: str | bytes, reason: object) -> CorruptStoreError:
+    """The error for the value at ``key`` of ``db`` that does not decode (or fails a check):
+    path ``db/key``, rule ``stored value does not decode: <reason>`` on one line."""
+    name = key.decode(errors="backslashreplace") if isinstance(key, bytes) else key
+    text = " ".join(str(reason).split()) or type(reason).__name__
+    return CorruptStoreError(f"{db}/{name}", f"stored value does not decode: {text}")
+
+
+def decode[T](db: str, key: str | bytes, decoder: Callable[..., T], *args: Any) -> T:
+    """``decoder(*args)``: the one place a value stored at ``key`` of ``db`` is decoded or
+    validated. Any failure of ``decoder`` (msgpack, msgspec, pydantic, a reward table's CRC)
+    raises :class:`CorruptStoreError` (see :func:`corrupt`); a :class:`CasstoreError` it
+    raises passes unchanged."""
+    try:
+        return decoder(*args)
+    except CasstoreError:
+        raise
+    except Exception as error:  # damaged bytes can fail any way: all of them mean "corrupt"
+        raise corrupt(db, key, error) from error
+
+
+def _entry(key: bytes, raw: bytes) -> tuple[str, Any]:
+    """A stored ``(key, value)`` decoded."""
+    return key.decode(), unpack(raw)
+
+
 class Txn:
     """One LMDB transaction over the named databases: ``get/put/delete/items`` by db name."""
 
@@ -68,7 +110,11 @@ class Txn:
     def get(self, db: str, key: str) -> Any | None:
         """The decoded value at ``key`` of ``db`` or None."""
         raw = self._txn.get(key.encode(), db=self._dbs[db])
-        return None if raw is None else unpack(raw)
+        return None if raw is None else decode(db, key, unpack, raw)
+
+    def has(self, db: str, key: str) -> bool:
+        """Whether ``key`` of ``db`` holds a value (nothing decoded)."""
+        return self._txn.get(key.encode(), db=self._dbs[db]) is not None
 
     def put(self, db: str, key: str, value: Any) -> None:
         """Store ``value`` at ``key`` of ``db`` (write transactions only)."""
@@ -79,9 +125,10 @@ class Txn:
         return self._txn.delete(key.encode(), db=self._dbs[db])
 
     def items(self, db: str, prefix: str = "") -> Iterator[tuple[str, Any]]:
-        """``(key, value)`` of ``db`` in key order, keys starting with ``prefix``."""
+        """``(key, value)`` of ``db`` in key order, keys starting with ``prefix``; a key or
+        value that does not decode raises :class:`CorruptStoreError`."""
         for key, raw in self.raw_items(db, prefix):
-            yield key.decode(), unpack(raw)
+            yield decode(db, key, _entry, key, raw)
 
     def raw_items(self, db: str, prefix: str = "") -> Iterator[tuple[bytes, bytes]]:
         """:meth:`items` undecoded: ``(key, value)`` bytes."""
@@ -104,14 +151,32 @@ class Index:
 
     Raises :class:`StoreError` when the environment cannot be opened (``create=False``: also
     when it does not exist) or its schema version is neither :data:`SCHEMA_VERSION` nor one of
-    :data:`UPGRADED_SCHEMAS`.
+    :data:`UPGRADED_SCHEMAS`; :class:`CorruptStoreError` when ``data.mdb`` is damaged (see
+    :func:`check_data_file`).
     """
 
     def __init__(self, path: Path, map_size: int = DEFAULT_MAP_SIZE, create: bool = True) -> None:
         if create:
             path.mkdir(parents=True, exist_ok=True)
+        self.env = self._open_env(path, map_size, create)
         try:
-            self.env = lmdb.open(
+            check_data_file(self.env, path / "data.mdb")
+        except CorruptStoreError:
+            self.env.close()
+            raise
+        self.dbs = self._open_dbs()
+        self.write(self._check_schema)
+
+    @staticmethod
+    def _open_env(path: Path, map_size: int, create: bool) -> lmdb.Environment:
+        """The LMDB environment at ``path``. An existing empty ``data.mdb`` (LMDB would
+        silently start a new index in it) or one LMDB refuses as not an LMDB file is
+        :class:`CorruptStoreError`; any other failure :class:`StoreError`."""
+        data = path / "data.mdb"
+        if _size(data) == 0:
+            raise CorruptStoreError(str(data), "data.mdb is 0 bytes, the index needs 2 pages")
+        try:
+            return lmdb.open(
                 str(path),
                 map_size=map_size,
                 max_dbs=len(DATABASES) + 2,
@@ -120,10 +185,11 @@ class Index:
                 readahead=False,
                 create=create,
             )
+        except lmdb.InvalidError as error:
+            rule = f"data.mdb ({_size(data)} bytes) is not an LMDB file"
+            raise CorruptStoreError(str(data), rule) from error
         except lmdb.Error as error:
             raise StoreError(str(path), f"cannot open the index: {error}") from error
-        self.dbs = self._open_dbs()
-        self.write(self._check_schema)
 
     def _open_dbs(self) -> dict[str, Any]:
         """The named databases (created when missing); retried when another process grew the
@@ -179,6 +245,30 @@ class Index:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _size(path: Path) -> int | None:
+    """The size of the file at ``path``, None when there is none."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return None
+
+
+def check_data_file(env: lmdb.Environment, data: Path) -> None:
+    """Raise :class:`CorruptStoreError` (naming ``data``) when the file is shorter than the
+    pages LMDB's meta pages account for: two meta pages, and pages ``0..last_pgno`` of the
+    latest commit. Reads only the meta pages (LMDB read both when opening, so they are in
+    the file); run before any other page is touched, which past the end of the file would
+    end the process with SIGBUS. A new index passes: LMDB writes its two meta pages when it
+    creates the file."""
+    page = env.stat()["psize"]
+    pages = max(2, env.info()["last_pgno"] + 1)  # before the size: commits only grow the file
+    size = _size(data) or 0
+    if size < pages * page:
+        need = pages * page
+        rule = f"data.mdb is {size} bytes, the index needs {need} ({pages} pages of {page})"
+        raise CorruptStoreError(str(data), rule)
 
 
 def fsync_dir(path: Path) -> None:

@@ -20,6 +20,10 @@ known by never stops resolving.
 Paths are absolute: the job record's ``path`` and the trials' ``result_path`` (the rebuild
 hint of a saved-trials file names the job directory from them, and must work from any
 folder).
+
+Stored values are read through :func:`stored_job`, :func:`stored_table`, :func:`stored_trial`
+and :func:`evidence_bytes`: a value that does not decode or validate (or a reward table one
+of whose column CRC-32s fails) is :class:`CorruptStoreError` naming ``db/key``.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import lmdb
 import msgspec
 
 from casstore.errors import UnknownReferenceError, UsageError
-from casstore.store.index import Txn
+from casstore.store.index import Txn, decode
 from casstore.trials.evidence import decompress, encode_entry
 from casstore.trials.jobs import (
     ImportedJob,
@@ -70,6 +74,9 @@ __all__ = [
     "job_record",
     "jobs",
     "reward_table",
+    "stored_job",
+    "stored_table",
+    "stored_trial",
     "trial_records",
 ]
 
@@ -135,7 +142,7 @@ def _import_dir(
     result = _json(job_dir / "result.json")
     job_id = job_id_of(job_dir, result, config)
     existing = index.read(lambda txn: txn.get("jobs", job_id))
-    existing_record = from_builtins(existing, JobRecord) if existing else None
+    existing_record = stored_job(job_id, existing) if existing else None
     _check_name(str(job_dir), job_id, name, existing_record)
     skip = set()
     dictionary = None
@@ -171,7 +178,7 @@ def _import_dir(
         previous = existing_record
         if previous is None:  # imported meanwhile by another process?
             raw = txn.get("jobs", job_id)
-            previous = from_builtins(raw, JobRecord) if raw else None
+            previous = stored_job(job_id, raw) if raw else None
             _check_name(str(job_dir), job_id, name, previous)
         return _store_job(txn, parsed, previous)
 
@@ -470,7 +477,7 @@ def import_records(
     ``where``); the job's path is its trials' job directory (from their ``result_path``)
     when they agree on one."""
     existing = store.index.read(lambda txn: txn.get("jobs", job_id))
-    previous = from_builtins(existing, JobRecord) if existing else None
+    previous = stored_job(job_id, existing) if existing else None
     _check_name(where or job_id, job_id, name, previous)
     assign_attempts(records)
     record = JobRecord(
@@ -511,24 +518,51 @@ def _json(path: Path) -> Any:
         return None
 
 
+def stored_job(job_id: str, raw: Any) -> JobRecord:
+    """The job record stored (unpacked) as ``raw`` at ``job_id``. Raises
+    :class:`CorruptStoreError` when it does not validate."""
+    return decode("jobs", job_id, from_builtins, raw, JobRecord)
+
+
+def stored_table(job_id: str, data: bytes) -> RewardTable:
+    """The reward table stored as ``data`` at ``job_id``, every column's CRC-32 checked now
+    (the name columns too, which :meth:`RewardTable.from_bytes` leaves to their first use:
+    a damaged one is found before any scoring or output). Raises :class:`CorruptStoreError`
+    when it does not load or a CRC-32 fails."""
+    return decode("reward_tables", job_id, _verified_table, data)
+
+
+def _verified_table(data: bytes) -> RewardTable:
+    """:meth:`RewardTable.from_bytes` and :meth:`RewardTable.verify` (raise ``ValueError``)."""
+    table = RewardTable.from_bytes(data)
+    table.verify()
+    return table
+
+
+def stored_trial(
+    key: bytes, raw: bytes, job_id: str, path: str | None, reward_key: str
+) -> TrialRecord:
+    """The trial record stored as ``raw`` at ``key`` of job ``job_id`` (see
+    :func:`decode_stored`). Raises :class:`CorruptStoreError` when it does not decode."""
+    return decode("trials", key, decode_stored, raw, job_id, path, reward_key)
+
+
 def jobs(store: Store) -> list[JobRecord]:
-    """Every imported job, by job id."""
-    return store.index.read(
-        lambda txn: [from_builtins(raw, JobRecord) for _, raw in txn.items("jobs")]
-    )
+    """Every imported job, by job id. Raises :class:`CorruptStoreError` for a damaged one."""
+    return store.index.read(lambda txn: [stored_job(key, raw) for key, raw in txn.items("jobs")])
 
 
 def job_record(store: Store, job: str) -> JobRecord:
     """The job with id or name ``job``. UnknownReferenceError if none (or a name is shared
-    by several jobs: use the id)."""
+    by several jobs: use the id); CorruptStoreError when a job record it reads is damaged."""
 
     def body(txn: Txn) -> JobRecord:
         raw = txn.get("jobs", job)
         if raw is not None:
-            return from_builtins(raw, JobRecord)
-        named = [raw for _, raw in txn.items("jobs") if raw.get("name") == job]
+            return stored_job(job, raw)
+        named = [(key, raw) for key, raw in txn.items("jobs") if _name_of(key, raw) == job]
         if len(named) == 1:
-            return from_builtins(named[0], JobRecord)
+            return stored_job(*named[0])
         if named:
             raise UnknownReferenceError(job, f"{len(named)} jobs have that name; use the id")
         raise UnknownReferenceError(job, "no imported job with that id or name")
@@ -536,13 +570,20 @@ def job_record(store: Store, job: str) -> JobRecord:
     return store.index.read(body)
 
 
+def _name_of(job_id: str, raw: Any) -> Any:
+    """The ``name`` of a job record stored (unpacked) as ``raw``; CorruptStoreError when
+    ``raw`` is not a map."""
+    return decode("jobs", job_id, dict.get, raw, "name")
+
+
 def reward_table(store: Store, job: str) -> RewardTable:
-    """The stored :class:`RewardTable` of a job (by id or name)."""
+    """The stored :class:`RewardTable` of a job (by id or name); CorruptStoreError when it is
+    damaged (see :func:`stored_table`)."""
     job_id = job_record(store, job).job_id
     data = store.index.read(lambda txn: txn.get("reward_tables", job_id))
     if data is None:
         raise UnknownReferenceError(job, "the job has no reward table")
-    return RewardTable.from_bytes(data)
+    return stored_table(job_id, data)
 
 
 def trial_records(store: Store, job: str) -> list[TrialRecord]:
@@ -556,21 +597,27 @@ def trial_records(store: Store, job: str) -> list[TrialRecord]:
 
 def _stored_trials(txn: Txn, job_id: str, path: str | None, reward_key: str) -> list[TrialRecord]:
     """The stored trial records of ``job_id`` (by trial name), decoded for the job record's
-    ``path`` and ``reward_key`` (see :func:`decode_stored`)."""
+    ``path`` and ``reward_key`` (see :func:`stored_trial`)."""
     return [
-        decode_stored(raw, job_id, path, reward_key)
-        for _, raw in txn.raw_items("trials", f"{job_id}/")
+        stored_trial(key, raw, job_id, path, reward_key)
+        for key, raw in txn.raw_items("trials", f"{job_id}/")
     ]
 
 
 def evidence_bytes(store: Store, digest: str) -> bytes:
-    """The raw result.json bytes kept as evidence under ``digest`` (decompressed)."""
+    """The raw result.json bytes kept as evidence under ``digest`` (decompressed).
+    UnknownReferenceError when there is none; CorruptStoreError when it does not decode."""
 
     def body(txn: Txn) -> bytes:
         entry = txn.get("evidence", digest)
         if entry is None:
             raise UnknownReferenceError(digest, "no evidence with that digest")
-        dictionary = txn.get("zstd_dicts", entry["dict"]) if entry.get("dict") else None
-        return decompress(entry["data"], dictionary)
+        return decode("evidence", digest, _decompress_entry, txn, entry)
 
     return store.index.read(body)
+
+
+def _decompress_entry(txn: Txn, entry: dict[str, Any]) -> bytes:
+    """The raw bytes of an ``evidence`` entry, with its zstd dictionary when it names one."""
+    dictionary = txn.get("zstd_dicts", entry["dict"]) if entry.get("dict") else None
+    return decompress(entry["data"], dictionary)

@@ -1,0 +1,250 @@
+"""A damaged store: byte flips in stored values and a truncated ``data.mdb`` give casstore's
+one-line ``corrupt_store`` error (exit 1, the JSON error object with ``--json``), never a
+traceback or SIGBUS; ``fsck`` reports damaged imported jobs by kind and job id."""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from casstore.errors import CorruptStoreError, UsageError
+from casstore.store import Store
+from casstore.store.index import Index, decode, unpack
+from tests.helpers import store_cli
+from tests.trials_builder import make_job, trial_json, trial_result
+
+ROOT = Path(__file__).resolve().parents[1]
+TRIALS = 20  # enough for a zstd dictionary (evidence.MIN_DICT_SAMPLES)
+call = store_cli
+
+
+@pytest.fixture
+def imported(tmp_path: Path) -> tuple[Path, str]:
+    """A store holding one imported generated job: (store directory, job id)."""
+    trials = {
+        f"t{i % 3}__{i}": trial_json(trial_result(f"t{i % 3}", f"t{i % 3}__{i}", started=i))
+        for i in range(TRIALS)
+    }
+    job_dir = make_job(tmp_path / "job", trials)
+    with Store(tmp_path / "store") as store:
+        (report,) = store.import_jobs([job_dir], name="demo")
+    return tmp_path / "store", report.job
+
+
+def _raw(store_dir: Path, db: str, key: str) -> bytes:
+    """The stored (msgpack) bytes at ``key`` of ``db``."""
+    with Store(store_dir, create=False) as store:
+        return store.index.read(lambda txn: bytes(txn._txn.get(key.encode(), db=txn._dbs[db])))
+
+
+def _flip(store_dir: Path, db: str, key: str, position: int) -> None:
+    """Flip (xor 0xff) byte ``position`` of the value at ``key`` of ``db``, in data.mdb itself
+    (the value is found there as a whole, once)."""
+    raw = _raw(store_dir, db, key)
+    data_file = store_dir / "index" / "data.mdb"
+    content = data_file.read_bytes()
+    assert content.count(raw) == 1
+    offset = content.find(raw) + position
+    with data_file.open("r+b") as handle:
+        handle.seek(offset)
+        handle.write(bytes([content[offset] ^ 0xFF]))
+
+
+def _column_end(table: bytes, column: str) -> int:
+    """The offset of the last byte of ``column``'s ``.npy`` member in a stored table."""
+    info = zipfile.ZipFile(io.BytesIO(table)).getinfo(f"{column}.npy")
+    start = info.header_offset
+    names, extra = struct.unpack("<HH", table[start + 26 : start + 30])
+    return start + 30 + names + extra + info.compress_size - 1
+
+
+def _flip_table_column(store_dir: Path, job: str, column: str) -> None:
+    raw = _raw(store_dir, "reward_tables", job)
+    table = unpack(raw)
+    _flip(store_dir, "reward_tables", job, len(raw) - len(table) + _column_end(table, column))
+
+
+def _assert_one_line(code: int, out: object, err: str, path: str) -> None:
+    """Exit 1, one ``casstore: <path>: ...`` line on stderr, the JSON error on stdout."""
+    assert code == 1
+    assert err.count("\n") == 1 and err.startswith(f"casstore: {path}: ")
+    assert "Traceback" not in err
+    assert isinstance(out, dict) and out["ok"] is False
+    assert out["error"]["kind"] == "corrupt_store" and out["error"]["path"] == path
+
+
+def _fsck_problems(capsys, store_dir: Path) -> list[tuple[str, str]]:
+    code, report, err = call(capsys, store_dir, "fsck", "--json")
+    assert code == 1 and err == "" and report["ok"] is False
+    return [(problem["kind"], problem["ref"]) for problem in report["problems"]]
+
+
+# byte flips -----------------------------------------------------------------------------
+
+
+def test_clean_store_fsck_checks_jobs(imported, capsys) -> None:
+    store_dir, _ = imported
+    code, report, _ = call(capsys, store_dir, "fsck", "--json")
+    assert code == 0 and report["ok"] and (report["jobs"], report["trials"]) == (1, TRIALS)
+    code, text, _ = call(capsys, store_dir, "fsck")
+    assert code == 0 and text == f"ok: 0 revisions, 0 archives, 1 job, {TRIALS} trials\n"
+
+
+def test_flipped_reward_table_column(imported, capsys) -> None:
+    store_dir, job = imported
+    _flip_table_column(store_dir, job, "task")
+    code, out, err = call(capsys, store_dir, "rescore", "demo", "--json")
+    _assert_one_line(code, out, err, f"reward_tables/{job}")
+    assert "CRC-32 mismatch" in err and "column task" in err
+    assert _fsck_problems(capsys, store_dir) == [("corrupt_reward_table", job)]
+
+
+@pytest.mark.parametrize("column", ["trials", "tasks"])
+def test_flipped_name_column_is_found_before_any_output(imported, capsys, column) -> None:
+    store_dir, job = imported
+    _flip_table_column(store_dir, job, column)  # RewardTable.from_bytes checks it lazily
+    store = Store(store_dir, create=False)
+    with store, pytest.raises(CorruptStoreError, match=f"column {column}: CRC-32") as caught:
+        store.reward_table(job)
+    assert caught.value.path == f"reward_tables/{job}"
+    code, out, err = call(capsys, store_dir, "rescore", "demo")
+    assert (code, out) == (1, "") and err.startswith(f"casstore: reward_tables/{job}: ")
+    assert _fsck_problems(capsys, store_dir) == [("corrupt_reward_table", job)]
+
+
+def test_flipped_job_record(imported, capsys) -> None:
+    store_dir, job = imported
+    raw = _raw(store_dir, "jobs", job)
+    _flip(store_dir, "jobs", job, raw.index(b"\xa4name\xa4demo") + 6)  # inside the name
+    for argv in (["rescore", job], ["ls", "jobs"], ["export", job, "-o", "x.jsonl"]):
+        code, out, err = call(capsys, store_dir, *argv, "--json")
+        _assert_one_line(code, out, err, f"jobs/{job}")
+    assert _fsck_problems(capsys, store_dir) == [("corrupt_job", job)]
+
+
+def test_flipped_trial_record(imported, capsys, tmp_path: Path) -> None:
+    store_dir, job = imported
+    key = f"{job}/t1__4"
+    raw = _raw(store_dir, "trials", key)
+    _flip(store_dir, "trials", key, raw.index(b"t1__4"))  # 't' becomes a bad UTF-8 byte
+    output = str(tmp_path / "out.jsonl")
+    code, out, err = call(capsys, store_dir, "export", job, "-o", output, "--json")
+    _assert_one_line(code, out, err, f"trials/{key}")
+    assert not Path(output).exists()
+    assert _fsck_problems(capsys, store_dir) == [("corrupt_trial", key)]
+
+
+def test_missing_evidence_and_trial_record(imported, capsys) -> None:
+    store_dir, job = imported
+    with Store(store_dir, create=False) as store:
+        records = store.trial_records(job)
+
+        def damage(txn) -> None:
+            txn.delete("evidence", records[0].evidence)
+            txn.delete("zstd_dicts", records[0].evidence_dict)
+            txn.delete("trials", f"{job}/{records[1].trial_name}")
+
+        store.index.write(damage)
+    problems = _fsck_problems(capsys, store_dir)
+    first = f"{job}/{records[0].trial_name}"
+    assert problems.count(("missing_evidence", first)) == 2  # the entry and the dictionary
+    assert {kind for kind, _ in problems} == {"missing_evidence", "corrupt_reward_table"}
+    assert ("corrupt_reward_table", job) in problems  # 20 rows, 19 trial records
+
+
+def test_saved_trials_import_keeps_evidence_elsewhere(imported, capsys, tmp_path: Path) -> None:
+    store_dir, _ = imported
+    saved = tmp_path / "saved.jsonl"
+    assert call(capsys, store_dir, "export", "demo", "-o", str(saved))[0] == 0
+    other = tmp_path / "other"
+    assert call(capsys, other, "import", str(saved))[0] == 0
+    code, report, _ = call(capsys, other, "fsck", "--json")
+    assert code == 0 and report["ok"] and report["trials"] == TRIALS
+
+
+def test_damaged_value_in_any_database_names_it(tmp_path: Path) -> None:
+    with Index(tmp_path / "index") as index:
+        index.write(lambda txn: txn._txn.put(b"k", b"\xc1", db=txn._dbs["tasks"]))  # never msgpack
+        with pytest.raises(CorruptStoreError) as caught:
+            index.read(lambda txn: txn.get("tasks", "k"))
+        assert caught.value.path == "tasks/k" and caught.value.kind == "corrupt_store"
+        with pytest.raises(CorruptStoreError, match=r"^tasks/k: stored value does not decode"):
+            index.read(lambda txn: list(txn.items("tasks")))
+    with pytest.raises(UsageError):  # a casstore error of the decoder passes unchanged
+        decode("tasks", "k", _refuse)
+
+
+def _refuse() -> None:
+    raise UsageError("x", "refused")
+
+
+# truncated data.mdb ---------------------------------------------------------------------
+
+
+def _cli(store_dir: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in a subprocess: a SIGBUS ends it, not pytest (returncode -7)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore")
+    command = [sys.executable, "-c", "from cli.main import main; main()", "--store"]
+    return subprocess.run(
+        [*command, str(store_dir), *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+    )
+
+
+def _assert_refused(store_dir: Path, size: int, *argv: str) -> str:
+    """The CLI exits 1 with one line naming data.mdb, which keeps its size; returns stdout."""
+    data_file = store_dir / "index" / "data.mdb"
+    done = _cli(store_dir, *argv)
+    assert done.returncode == 1, (argv, done.returncode, done.stderr)
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"casstore: {data_file}: data.mdb ")
+    assert data_file.stat().st_size == size  # never re-created nor grown
+    return done.stdout
+
+
+@pytest.mark.parametrize("size", [0, 4096, 8192, "half", "one page short"])
+def test_truncated_data_file(imported, size) -> None:
+    store_dir, _ = imported
+    data_file = store_dir / "index" / "data.mdb"
+    full = data_file.stat().st_size
+    size = {"half": full // 2, "one page short": full - 4096}.get(size, size)
+    os.truncate(data_file, size)
+    with pytest.raises(CorruptStoreError) as caught:
+        Store(store_dir)
+    assert caught.value.path == str(data_file) and data_file.stat().st_size == size
+    _assert_refused(store_dir, size, "import", str(store_dir))  # a creating command
+    out = _assert_refused(store_dir, size, "ls", "jobs", "--json")
+    assert '"kind": "corrupt_store"' in out
+
+
+def test_truncated_data_file_every_reader(imported) -> None:
+    store_dir, _ = imported
+    data_file = store_dir / "index" / "data.mdb"
+    size = data_file.stat().st_size // 2
+    os.truncate(data_file, size)
+    for argv in (["rescore", "demo", "--json"], ["fsck"], ["export", "demo", "-o", "x.jsonl"]):
+        _assert_refused(store_dir, size, *argv)
+
+
+def test_fresh_store_opens_and_reopens(tmp_path: Path) -> None:
+    with Store(tmp_path / "new") as store:
+        assert store.jobs() == []
+        page = store.index.env.stat()["psize"]
+    assert (tmp_path / "new" / "index" / "data.mdb").stat().st_size >= 2 * page
+    with Store(tmp_path / "new", create=False) as store:
+        assert store.fsck().ok
+    env = lmdb.open(str(tmp_path / "bare"))  # an index LMDB created, never written
+    env.close()
+    Index(tmp_path / "bare").close()
