@@ -6,6 +6,7 @@ machine (SPEC section 2). The stream is built in fixed blocks and never held who
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import tempfile
@@ -109,6 +110,8 @@ def _check_output(out: Path, source: Path) -> Path:
     absolute = Path(os.path.abspath(out))
     if absolute.is_dir():
         raise UsageError(str(out), "output is a directory; name the archive file")
+    if absolute.exists() and not absolute.is_file():  # replacing /dev/null would destroy it
+        raise UsageError(str(out), "output exists and is not a regular file (device, FIFO?)")
     if not absolute.parent.is_dir():
         raise UsageError(str(out), "the output's folder does not exist")
     if absolute.parent.resolve().is_relative_to(Path(source).resolve()):
@@ -118,22 +121,38 @@ def _check_output(out: Path, source: Path) -> Path:
 
 def _pack_to_path(out: Path, write: Callable[[BinaryIO], PackResult]) -> PackResult:
     """Run ``write`` on a temporary file beside ``out``, fsync it and rename it to ``out``
-    (mode 0o644); on any failure the temporary file is removed and the error raised."""
+    (mode 0o644); on any failure the temporary file is removed and the error raised — the
+    first error: flushing or closing the temporary file after it never replaces it. An
+    OSError of the output (disk full, read-only folder) names ``out``, not the temporary."""
     fd, temporary = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    handle = os.fdopen(fd, "wb")
     try:
-        with os.fdopen(fd, "wb") as handle:
-            flusher = _Flusher(handle)
-            try:
-                result = write(flusher)  # type: ignore[arg-type]
-            finally:
-                flusher.join()
-            handle.flush()
-            os.fsync(handle.fileno())
+        result = _write_synced(handle, write)
         os.chmod(temporary, 0o644)
         os.replace(temporary, out)
-    except BaseException:
+    except BaseException as error:
+        with contextlib.suppress(OSError):  # flushes what is left: may fail again (disk full)
+            handle.close()
         Path(temporary).unlink(missing_ok=True)
+        if isinstance(error, OSError) and error.filename in (None, temporary):
+            raise OSError(error.errno, error.strerror or str(error), str(out)) from error
         raise
+    return result
+
+
+def _write_synced(handle: BinaryIO, write: Callable[[BinaryIO], PackResult]) -> PackResult:
+    """``write(handle)`` through a :class:`_Flusher`, then flush, fsync and close ``handle``."""
+    flusher = _Flusher(handle)
+    try:
+        result = write(flusher)  # type: ignore[arg-type]
+    except BaseException:
+        with contextlib.suppress(OSError):  # its own error would hide the one raised here
+            flusher.join()
+        raise
+    flusher.join()
+    handle.flush()
+    os.fsync(handle.fileno())
+    handle.close()
     return result
 
 

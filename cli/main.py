@@ -62,9 +62,11 @@ app.add_typer(verifier_app, name="verifier")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI on ``argv`` (default ``sys.argv[1:]``); exit with its status. SIGTERM
-    unwinds like an interrupt (status 143), so no temporary file is left behind."""
+    """Run the CLI on ``argv`` (default ``sys.argv[1:]``); exit with its status. SIGTERM and
+    SIGHUP (a closed terminal or SSH session) unwind like an interrupt (status 143, 129), so
+    no temporary file is left behind."""
     signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGHUP, _terminated)
     code = run(argv)
     sys.exit(code)
 

@@ -58,7 +58,8 @@ def test_a_fifo_in_place_of_result_json_is_unreadable_not_a_hang(
     ]
 
 
-def test_sigterm_during_pack_leaves_no_temporary_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_during_pack_leaves_no_temporary_file(tmp_path: Path, signum: int) -> None:
     task = tmp_path / "task"
     (task / "tests").mkdir(parents=True)
     (task / "task.toml").write_text('version = "1.0"\n')
@@ -78,7 +79,7 @@ def test_sigterm_during_pack_leaves_no_temporary_file(tmp_path: Path) -> None:
     while not any(out_dir.iterdir()) and pack.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert pack.poll() is None, "the pack ended before it could be terminated"
-    pack.send_signal(signal.SIGTERM)
+    pack.send_signal(signum)
     pack.communicate(timeout=60)
-    assert pack.returncode == 143
+    assert pack.returncode == 128 + signum
     assert list(out_dir.iterdir()) == []

@@ -24,6 +24,7 @@ from casstore.errors import (
     LimitError,
     SourceChangedError,
     SymlinkError,
+    UsageError,
 )
 from casstore.limits import Limits
 from casstore.pack import pack_tree, write_archive
@@ -222,4 +223,59 @@ def test_cli_pack_failing_late_exits_1_with_one_line_and_no_file(task, out, caps
     captured = capsys.readouterr()
     assert (code, captured.out) == (1, "")
     assert captured.err == "casstore: task/z/link: link to '../nowhere' is dangling\n"
+    assert os.listdir(out.parent) == []
+
+
+def test_output_that_is_not_a_regular_file_is_refused_untouched(task: Path, out: Path) -> None:
+    # replacing a device such as /dev/null by the archive would destroy it: refused instead
+    os.mkfifo(out)
+    with pytest.raises(UsageError, match="not a regular file"):
+        pack_tree(task, out, "zstd")
+    assert out.is_fifo() and os.listdir(out.parent) == [out.name]
+
+
+class _FullDisk(io.RawIOBase):
+    """A raw file that takes ``room`` bytes, then fails every write with ENOSPC."""
+
+    def __init__(self, fd: int, room: int) -> None:
+        self._fd, self.room = fd, room
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        if len(data) > self.room:
+            raise OSError(28, "No space left on device")
+        self.room -= len(data)
+        return os.write(self._fd, data)
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self._fd)
+        super().close()
+
+
+def _full_disk(monkeypatch, room: int) -> None:
+    def fdopen(fd: int, mode: str) -> io.BufferedWriter:
+        return io.BufferedWriter(_FullDisk(fd, room))
+
+    monkeypatch.setattr(casstore.pack.os, "fdopen", fdopen)
+
+
+def test_disk_full_names_the_output_and_never_hides_a_scan_error(
+    task: Path, out: Path, monkeypatch
+) -> None:
+    _full_disk(monkeypatch, room=3 * CHUNK)
+    with pytest.raises(OSError) as full:
+        pack_tree(task, out, "none")
+    assert full.value.errno == 28 and full.value.filename == str(out)
+    assert os.listdir(out.parent) == []
+    # a dangling link met after the disk filled: the scan's error is the one raised, even
+    # though closing the temporary file (flushing what is left) fails again
+    (task / "zz").symlink_to("nothere")
+    with pytest.raises(SymlinkError, match="zz"):
+        pack_tree(task, out, "none")
     assert os.listdir(out.parent) == []
