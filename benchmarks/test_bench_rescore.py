@@ -161,7 +161,7 @@ def _info(benchmark, label: str, trials: int, **extra) -> None:
 def test_rescore_engine(benchmark, table: RewardTable, enabled: bool) -> None:
     _info(benchmark, "engine", len(table), targets={"harbor": 20.0}, target_seconds=1.0)
     report = benchmark.pedantic(
-        lambda: score(table, harbor=False), rounds=7 if enabled else 1, iterations=1
+        lambda: score(table, harbor=False), rounds=21 if enabled else 1, iterations=1
     )
     assert report.counts["attempts"] == len(table)
     assert report.pass_at_k[0].eligible_tasks == len(table.tasks)
@@ -170,7 +170,7 @@ def test_rescore_engine(benchmark, table: RewardTable, enabled: bool) -> None:
 
 def test_rescore_engine_with_parity(benchmark, table: RewardTable, enabled: bool) -> None:
     _info(benchmark, "engine + harbor parity", len(table), target_seconds=1.0)
-    report = benchmark.pedantic(score, args=(table,), rounds=5 if enabled else 1, iterations=1)
+    report = benchmark.pedantic(score, args=(table,), rounds=15 if enabled else 1, iterations=1)
     assert report.harbor_metrics and report.harbor_evals and len(report.harbor_evals) == 2
 
 
@@ -179,7 +179,7 @@ def test_rescore_engine_store_bytes(benchmark, table: RewardTable, enabled: bool
     _info(benchmark, "engine (store bytes)", len(table), bytes=len(data))
     report = benchmark.pedantic(
         lambda: score(RewardTable.from_bytes(data), harbor=False),
-        rounds=5 if enabled else 1,
+        rounds=15 if enabled else 1,
         iterations=1,
     )
     assert report.counts["attempts"] == len(table)
@@ -196,7 +196,7 @@ def test_rescore_full(benchmark, table: RewardTable, enabled: bool) -> None:
         target_seconds=1.0,
     )
     report = benchmark.pedantic(
-        lambda: score(RewardTable.from_bytes(data)), rounds=7 if enabled else 1, iterations=1
+        lambda: score(RewardTable.from_bytes(data)), rounds=21 if enabled else 1, iterations=1
     )
     assert report.counts["attempts"] == len(table)
     assert report.harbor_metrics and report.harbor_evals and len(report.harbor_evals) == 2

@@ -230,6 +230,7 @@ class _ArchiveWriter:
     def add(self, entry: SourceEntry) -> None:
         """Append one entry (header, and a file's data and padding)."""
         _, kind, key, target, name, path = entry
+        self._stream.entry = name  # what a max_expanded_bytes error names
         if kind == "file":
             _write_file(name, path, key, self._stream)
         else:
@@ -426,6 +427,7 @@ class _TarStream:
         self._fill = 0
         self._scratch = bytearray(1)  # receives the byte past the expected end, if any
         self.offset = 0
+        self.entry: str | None = None  # the entry being written (named by a limit error)
         self.content = new_hasher("blake3")
         self._background: _Background | None = None  # hashes and encodes full blocks
 
@@ -530,7 +532,7 @@ class _TarStream:
             self._fill = 0
 
     def _over_limit(self) -> None:
-        self._limits.check("max_expanded_bytes", self.offset, None)
+        self._limits.check("max_expanded_bytes", self.offset, self.entry)
 
     def _emit(self, block: bytearray) -> None:
         """Hand a full block to the background thread (started by the first one)."""

@@ -279,3 +279,11 @@ def test_disk_full_names_the_output_and_never_hides_a_scan_error(
     with pytest.raises(SymlinkError, match="zz"):
         pack_tree(task, out, "none")
     assert os.listdir(out.parent) == []
+
+
+def test_expanded_limit_names_the_entry_being_written(task: Path, out: Path) -> None:
+    # data-0.bin (2 MiB + 1 and its header) fits in 3 MiB of tar stream; data-1.bin breaks it
+    with pytest.raises(LimitError, match="max_expanded_bytes") as over:
+        pack_tree(task, out, "zstd", Limits(max_expanded_bytes=3 * CHUNK))
+    assert over.value.path is not None and over.value.path.endswith("a/data-1.bin")
+    assert os.listdir(out.parent) == []
