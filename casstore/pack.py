@@ -239,6 +239,7 @@ class _ArchiveWriter:
     def finish(self, tree: SourceTree) -> PackResult:
         """Check that no directory changed since the scan, end the stream, and describe it."""
         _check_directories_unchanged(tree)
+        self._stream.entry = None  # the end-of-archive blocks belong to no entry
         self._stream.close()
         return PackResult(
             address=self._sink.address.digest(),
