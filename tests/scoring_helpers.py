@@ -142,3 +142,16 @@ def harbor_trials(rows: list[dict[str, Any]]) -> list[Any]:
 def harbor_rewards(trials: list[Any]) -> list[dict[str, Any] | None]:
     """What Harbor's job hands its metrics: ``verifier_result.rewards`` or ``None``."""
     return [t.verifier_result.rewards if t.verifier_result is not None else None for t in trials]
+
+
+def harbor_groups(trials: list[Any]) -> dict[str, list[Any]]:
+    """Trials by Harbor's evals key, as Harbor's ``Job`` groups them for ``stats.evals``."""
+    from harbor.models.job.result import JobStats
+
+    groups: dict[str, list[Any]] = {}
+    for trial in trials:
+        info = trial.agent_info
+        model = info.model_info.name if info.model_info else None
+        key = JobStats.format_agent_evals_key(info.name, model, trial.source or "adhoc")
+        groups.setdefault(key, []).append(trial)
+    return groups

@@ -12,14 +12,13 @@ from harbor.metrics.max import Max
 from harbor.metrics.mean import Mean
 from harbor.metrics.min import Min
 from harbor.metrics.sum import Sum
-from harbor.models.job.result import JobStats
 from harbor.models.trial.result import TrialResult
 from harbor.utils.pass_at_k import compute_pass_at_k_by_evals
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scoring import score
-from tests.scoring_helpers import harbor_rewards, harbor_trials, make_table
+from tests.scoring_helpers import harbor_groups, harbor_rewards, harbor_trials, make_table
 
 HARBOR = {"mean": Mean(), "sum": Sum(), "min": Min(), "max": Max()}
 NAMES = list(HARBOR)
@@ -37,11 +36,7 @@ def check_parity(rows, reward_key: str = "reward") -> None:
         assert report.harbor_metrics == []
     assert report.harbor_pass_at_k == compute_pass_at_k_by_evals(trials)
     # per evals key, as Harbor's job computes stats.evals[key].metrics
-    groups: dict[str, list] = {}
-    for trial in trials:
-        model = trial.agent_info.model_info.name if trial.agent_info.model_info else None
-        key = JobStats.format_agent_evals_key(trial.agent_info.name, model, trial.source or "adhoc")
-        groups.setdefault(key, []).append(trial)
+    groups = harbor_groups(trials)
     assert report.harbor_evals is not None
     assert set(report.harbor_evals) == set(groups)
     for key, members in groups.items():
@@ -372,13 +367,25 @@ def test_parity_on_rows_grouped_by_task_with_interleaved_models(binary: bool) ->
     check_parity(rows)
 
 
+def _three_sources(job, tmp_path) -> tuple:
+    """The store ``job`` was imported into, and the three sources of the same trials: the job
+    directory, the imported job's id and its exported trials.jsonl."""
+    from casstore.store import Store
+    from casstore.trials import write_trials_jsonl
+
+    store, saved = tmp_path / "store", tmp_path / "trials.jsonl"
+    with Store(store) as opened:
+        opened.import_jobs([job])
+        (record,) = opened.jobs()
+        write_trials_jsonl(opened.trial_records(record.job_id), saved)
+    return store, (str(job), record.job_id, str(saved))
+
+
 def test_integer_rewards_end_to_end(capsys, tmp_path) -> None:
     """JSON integers in result.json keep Harbor's int results through a job directory, the
     store and a trials.jsonl round trip (Sum 2, Max 1: ints, as Harbor's own Sum/Max)."""
     import json
 
-    from casstore.store import Store
-    from casstore.trials import write_trials_jsonl
     from cli.main import run
     from tests.trials_builder import make_job, trial_json, trial_result
 
@@ -391,12 +398,8 @@ def test_integer_rewards_end_to_end(capsys, tmp_path) -> None:
     parsed = [TrialResult.model_validate_json(text) for text in trials.values()]
     want = [HARBOR[m].compute(harbor_rewards(parsed)) for m in ("sum", "max", "min")]
     assert repr(want) == "[{'sum': 2.5}, {'max': 1}, {'min': 0}]"
-    store = tmp_path / "store"
-    with Store(store) as opened:
-        opened.import_jobs([job])
-        (record,) = opened.jobs()
-        write_trials_jsonl(opened.trial_records(record.job_id), tmp_path / "trials.jsonl")
-    for source in (str(job), record.job_id, str(tmp_path / "trials.jsonl")):
+    store, sources = _three_sources(job, tmp_path)
+    for source in sources:
         capsys.readouterr()
         metrics = ["--metric", "sum", "--metric", "max", "--metric", "min"]
         code = run(["--store", str(store), "rescore", source, *metrics, "--json"])
@@ -430,8 +433,6 @@ def test_evals_keys_are_harbors_for_odd_agents_and_models(capsys, tmp_path) -> N
     (never config.agent.model_name), through a job directory, the store and trials.jsonl."""
     import json
 
-    from casstore.store import Store
-    from casstore.trials import write_trials_jsonl
     from cli.main import run
     from tests.trials_builder import make_job, trial_json, trial_result
 
@@ -455,24 +456,15 @@ def test_evals_keys_are_harbors_for_odd_agents_and_models(capsys, tmp_path) -> N
         trials[f"t{i}__x"] = json.dumps(data)
     job = make_job(tmp_path / "job", trials)
     parsed = [TrialResult.model_validate_json(text) for text in trials.values()]
-    groups: dict[str, list] = {}
-    for trial in parsed:
-        info = trial.agent_info
-        model = info.model_info.name if info.model_info else None
-        key = JobStats.format_agent_evals_key(info.name, model, trial.source or "adhoc")
-        groups.setdefault(key, []).append(trial)
+    groups = harbor_groups(parsed)
     assert set(groups) == {
         "team@org/agent__claude-haiku__demo-ds",
         "team__claude-haiku__demo-ds",
         "oracle__demo-ds",
     }
     want = {key: [Mean().compute(harbor_rewards(members))] for key, members in groups.items()}
-    store = tmp_path / "store"
-    with Store(store) as opened:
-        opened.import_jobs([job])
-        (record,) = opened.jobs()
-        write_trials_jsonl(opened.trial_records(record.job_id), tmp_path / "trials.jsonl")
-    for source in (str(job), record.job_id, str(tmp_path / "trials.jsonl")):
+    store, sources = _three_sources(job, tmp_path)
+    for source in sources:
         capsys.readouterr()
         assert run(["--store", str(store), "rescore", source, "--json"]) == 0
         out = json.loads(capsys.readouterr().out)
