@@ -62,6 +62,13 @@ def _union(lists: Iterable[list[str]], first: str | None = "") -> list[str]:
     return out
 
 
+def _renumbered(codes: np.ndarray, names: Sequence[str], position: dict[str, int]) -> np.ndarray:
+    """int32 ``codes`` (indices into ``names``) as indices into the merged list (``position``:
+    name → its index there)."""
+    remap = np.array([position[name] for name in names], dtype=np.int32)
+    return remap[codes] if len(codes) else remap[:0]
+
+
 def concat_tables(tables: Sequence[RewardTable]) -> RewardTable:
     """One table with the rows of ``tables`` in order (labels and secondary keys unified).
 
@@ -89,16 +96,15 @@ def concat_tables(tables: Sequence[RewardTable]) -> RewardTable:
     task_pos = {name: i for i, name in enumerate(tasks)}
     key_pos = {name: i for i, name in enumerate(keys)}
     evals_pos = {name: i for i, name in enumerate(evals_keys)}
+    label_pos = {name: {label: i for i, label in enumerate(labels[name])} for name in _LABELS}
     for table, (codes, names) in zip(tables, evals, strict=True):
         end = start + len(table)
-        remap = np.array([evals_pos[name] for name in names], dtype=np.int32)
-        columns["evals"].append(remap[codes] if len(table) else remap[:0])
-        remap = np.array([task_pos[name] for name in table.tasks], dtype=np.int32)
-        columns["task"].append(remap[table.task] if len(table) else table.task)
+        columns["evals"].append(_renumbered(codes, names, evals_pos))
+        columns["task"].append(_renumbered(table.task, table.tasks, task_pos))
         for column, name in zip(_COLUMNS, _LABELS, strict=True):
-            position = {label: i for i, label in enumerate(labels[name])}
-            remap = np.array([position[label] for label in getattr(table, name)], np.int32)
-            columns[column].append(remap[getattr(table, column)] if len(table) else remap[:0])
+            columns[column].append(
+                _renumbered(getattr(table, column), getattr(table, name), label_pos[name])
+            )
         for j, key in enumerate(table.keys):
             values[start:end, key_pos[key]] = table.values[:, j]
             kinds[start:end, key_pos[key]] = table.kinds[:, j]

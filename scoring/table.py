@@ -251,6 +251,7 @@ _ARRAY_COLUMNS = ("task", "attempt", "flags", "primary", "primary_kind", "values
 _INDEX_COLUMNS = ("agent", "model", "dataset", "exception", "failure")
 _ALL_COLUMNS = {*_STRING_COLUMNS, *_ARRAY_COLUMNS, *_INDEX_COLUMNS, "reward_key"}
 _OPTIONAL_COLUMNS = {"evals", "evals_keys"}
+_NAME_COLUMNS = (*_STRING_COLUMNS, "evals_keys")  # every list-of-strings column
 
 
 @dataclass(eq=False)
@@ -334,9 +335,7 @@ class RewardTable:
             with np.load(io.BytesIO(data), allow_pickle=False) as loaded:
                 columns = {name: loaded[name] for name in loaded.files}
             strings = {
-                name: columns.pop(name).tolist()
-                for name in (*_STRING_COLUMNS, "evals_keys")
-                if name in columns
+                name: columns.pop(name).tolist() for name in _NAME_COLUMNS if name in columns
             }
             reward_key = str(columns.pop("reward_key"))
             return cls(reward_key=reward_key, **strings, **columns)
@@ -347,7 +346,7 @@ class RewardTable:
             array, verify = _member_array(body, crc, name)
             if not lazy:
                 eager.append(verify)
-            if name in _STRING_COLUMNS or name == "evals_keys":
+            if name in _NAME_COLUMNS:
                 if array.dtype.kind != "U" or array.ndim != 1:
                     raise ValueError(f"column {name} is not a list of strings")
                 columns[name] = Strings(array, verify) if lazy else array
@@ -355,7 +354,7 @@ class RewardTable:
                 columns[name] = array
         for verify in eager:
             verify()
-        for name in (*_STRING_COLUMNS, "evals_keys"):
+        for name in _NAME_COLUMNS:
             if name in columns and not isinstance(columns[name], Strings):
                 columns[name] = columns[name].tolist()
         reward_key = str(columns.pop("reward_key"))
