@@ -297,10 +297,15 @@ def _write_file(name: str, path: bytes, key: StatKey, stream: _TarStream) -> Non
 def _changed_size(now: int, size: int) -> str | None:
     """The message for a file whose size went from ``size`` to ``now`` while it was read."""
     if now > size:
-        return f"{_SIZE_CHANGED}: file grew while packing (now {now} bytes, beyond {size})"
+        return _size_message("grew", f"now {now} bytes, beyond {size}")
     if now < size:
-        return f"{_SIZE_CHANGED}: file shrank while packing (now {now} of {size} bytes)"
+        return _size_message("shrank", f"now {now} of {size} bytes")
     return None
+
+
+def _size_message(how: str, detail: str) -> str:
+    """The message of a file that ``how`` ("grew", "shrank") while it was packed."""
+    return f"{_SIZE_CHANGED}: file {how} while packing ({detail})"
 
 
 def _check_unchanged(name: str, key: StatKey, now: os.stat_result) -> None:
@@ -347,8 +352,8 @@ def _size_changed(name: str, read: int, size: int, how: str) -> NoReturn:
     """Raise the error of a read that found the file shorter (``how == "shrank"``, ``read``
     bytes in all) or longer (``"grew"``) than the ``size`` bytes the scan saw (before or while
     it was read: either way the entry changed)."""
-    detail = f"({read}/{size} bytes)" if how == "shrank" else f"(beyond {size} bytes)"
-    raise SourceChangedError(name, f"{_SIZE_CHANGED}: file {how} while packing {detail}")
+    detail = f"{read}/{size} bytes" if how == "shrank" else f"beyond {size} bytes"
+    raise SourceChangedError(name, _size_message(how, detail))
 
 
 class _Sink:
