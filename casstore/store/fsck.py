@@ -21,7 +21,6 @@ from casstore.read import verify_archive
 from casstore.store.fileset import in_archive
 from casstore.store.index import Txn
 from casstore.store.records import NamedRecord, TaskRevision, TasksetRevision
-from casstore.trials.check import check_jobs
 
 if TYPE_CHECKING:
     from casstore.store.core import Progress, Store
@@ -86,6 +85,9 @@ def _problem(kind: str, ref: str, path: Path | None, detail: str) -> dict[str, s
 def fsck(store: Store, progress: Progress) -> FsckReport:
     """Re-verify every archive and reference of ``store``, and its imported jobs
     (:func:`casstore.trials.check.check_jobs`); never modifies anything."""
+    # imported here: casstore.trials.store imports this package (a cycle at import time)
+    from casstore.trials.check import check_jobs
+
     snap = store.index.read(_snapshot)
     problems = _dangling(snap)
     jobs = store.index.read(check_jobs)
