@@ -15,6 +15,7 @@ from casstore.errors import CheckError, RewardKeyError
 from casstore.store import Store
 from casstore.trials import read_job, read_trials_jsonl, table_from_records, write_trials_jsonl
 from casstore.trials.records import REWARD_KEY_METADATA
+from casstore.trials.store import TRIAL_DATABASES
 from scoring.table import Flag, Kind
 from tests.helpers import store_cli
 from tests.trials_builder import make_job, trial_json, trial_result, write_trial
@@ -296,6 +297,13 @@ def test_reimport_keeps_drift_diagnostic(fixtures_dir: Path, tmp_path: Path) -> 
         assert [d["code"] for d in second.diagnostics] == [d["code"] for d in first.diagnostics]
 
 
+def _pack_records(items: list[tuple[bytes, bytes]]) -> list[list]:
+    """The trial records (msgpack arrays, decoded) of ``trial_packs`` items, in order."""
+    import msgspec
+
+    return [record for _, value in items for record in msgspec.msgpack.decode(value)]
+
+
 def _index_items(store_dir: Path) -> dict[str, list[tuple[bytes, bytes]]]:
     """Every (key, value) of the trial databases, job records without ``imported_at``."""
     import lmdb
@@ -305,7 +313,7 @@ def _index_items(store_dir: Path) -> dict[str, list[tuple[bytes, bytes]]]:
     found: dict[str, list[tuple[bytes, bytes]]] = {}
     try:
         with env.begin() as txn:
-            for db in ("jobs", "trials", "reward_tables", "evidence", "zstd_dicts"):
+            for db in TRIAL_DATABASES:
                 items = []
                 for key, value in txn.cursor(db=env.open_db(db.encode(), txn=txn, create=False)):
                     if db == "jobs":
@@ -356,6 +364,7 @@ def test_packed_import_stores_what_records_would(
     trials["missing"] = None
     job_dir = make_job(tmp_path / "job", trials, expected=40)
     monkeypatch.setattr(jobs, "CHUNK", 6)
+    monkeypatch.setattr(trial_store, "PACK", 7)
 
     def import_job(store_dir: Path, packed: bool) -> list[dict]:
         original = trial_store.read_job
@@ -382,7 +391,10 @@ def test_packed_import_stores_what_records_would(
     assert table.to_bytes() == parsed.table.to_bytes()
     assert import_job(tmp_path / "a", True) == import_job(tmp_path / "b", False)
     packed, decoded = _index_items(tmp_path / "a"), _index_items(tmp_path / "b")
-    assert len(packed["trials"]) == 40
+    assert len(_pack_records(packed["trial_packs"])) == 40 and not packed["trials"]
+    assert len(packed["trial_packs"]) == 6  # 7 per pack (PACK), by trial name
+    names = [record[0] for record in _pack_records(packed["trial_packs"])]
+    assert names == sorted(names)
     assert packed == decoded
 
 
@@ -444,6 +456,7 @@ def test_streamed_import_survives_a_full_map(
 
     job_dir = _stream_job(tmp_path)
     monkeypatch.setattr(jobs, "CHUNK", 4)
+    monkeypatch.setattr(trial_store, "PACK", 3)  # packs written while parsing
     original = trial_store.read_job
     monkeypatch.setattr(
         trial_store, "read_job", lambda *a, **k: original(*a, **{**k, "workers": workers})
@@ -451,16 +464,16 @@ def test_streamed_import_survives_a_full_map(
     full = {"puts": 0}
     put = trial_store._put_encoded
 
-    def failing_put(txn, db, items, overwrite=True):  # the map fills up at the third chunk
+    def failing_put(txn, db, items, overwrite=True):  # the map fills up at the second chunk
         full["puts"] += 1
-        if full["puts"] == 5:
+        if full["puts"] == 2:
             raise lmdb.MapFullError("full")
         put(txn, db, items, overwrite)
 
     monkeypatch.setattr(trial_store, "_put_encoded", failing_put)
     with Store(tmp_path / "a") as store:
         (report,) = store.import_jobs([job_dir])
-    assert report.imported == 30 and full["puts"] > 5
+    assert report.imported == 30 and full["puts"] > 3  # then the usual write
     monkeypatch.setattr(trial_store, "_put_encoded", put)
 
     class Unstreamed(trial_store._Stream):
@@ -546,7 +559,7 @@ def test_streamed_import_aborts_on_a_parse_error(tmp_path: Path) -> None:
             store.import_jobs([bad])
         (report,) = store.import_jobs([_stream_job(tmp_path)])
     assert report.imported == 30
-    assert len(_index_items(tmp_path / "s")["trials"]) == 30
+    assert len(_pack_records(_index_items(tmp_path / "s")["trial_packs"])) == 30
 
 
 # newcomer stumbles ------------------------------------------------------------------------------
@@ -693,43 +706,82 @@ def test_import_text_spells_out_its_flag_counts(tmp_path: Path, capsys) -> None:
 # stored trial records: schema 2 arrays, schema 1 maps ----------------------------------------
 
 
-def _as_schema_1(store_dir: Path) -> None:
-    """Rewrite a store as schema 1 wrote it: trial records as msgpack maps of every field
-    (``job_id``, absolute ``result_path``, the reward-key metadata), schema marker 1."""
+def _as_schema(store_dir: Path, version: int) -> None:
+    """Rewrite a store as schema ``version`` (1 or 2) wrote it: one record per trial in
+    ``trials`` (schema 2: the stored array; schema 1: a msgpack map of every field, with
+    ``job_id``, absolute ``result_path`` and the reward-key metadata), one evidence entry per
+    file (keyed by the SHA-256 of the entry, or of the raw file for schema 1) that the records
+    name instead of pack references, no packs, the schema marker."""
+    import hashlib
+
     import lmdb
     import msgspec
 
     from casstore.store.index import pack, unpack
-    from casstore.trials.records import JobRecord, decode_stored, from_builtins
+    from casstore.trials.evidence import (
+        decompress,
+        encode_entry,
+        entry_key,
+        frame_of,
+        split_reference,
+    )
+    from casstore.trials.records import JobRecord, decode_trial_pack, encode_stored, from_builtins
 
     env = lmdb.open(str(store_dir / "index"), max_dbs=32)
     try:
         with env.begin(write=True) as txn:
+            db = {name: env.open_db(name.encode(), txn=txn) for name in TRIAL_DATABASES}
             jobs = {
                 key.decode(): from_builtins(unpack(value), JobRecord)
-                for key, value in txn.cursor(db=env.open_db(b"jobs", txn=txn))
+                for key, value in txn.cursor(db=db["jobs"])
             }
-            trials_db = env.open_db(b"trials", txn=txn)
-            for key, value in list(txn.cursor(db=trials_db)):
-                job = jobs[key.decode().rpartition("/")[0]]
-                record = decode_stored(value, job.job_id, job.path, job.reward_key)
-                txn.put(key, msgspec.msgpack.encode(record), db=trials_db)
-            txn.put(b"schema", pack(1), db=env.open_db(b"meta", txn=txn))
+            packs = list(txn.cursor(db=db["trial_packs"]))
+            evidence = {bytes(k): unpack(v) for k, v in txn.cursor(db=db["evidence"])}
+            for key, value in packs:
+                job = jobs[key.decode().partition("/")[0]]
+                for record in decode_trial_pack(value, job.job_id, job.path, job.reward_key):
+                    ref, index = split_reference(record.evidence)
+                    frame, name, size = frame_of(evidence[ref.encode()], index)
+                    entry = encode_entry(name, frame, size)
+                    record.evidence = entry_key(entry)
+                    if version == 1:
+                        dictionary = txn.get(name.encode(), db=db["zstd_dicts"]) if name else None
+                        raw = decompress(frame, dictionary)
+                        record.evidence = "sha256:" + hashlib.sha256(raw).hexdigest()
+                    txn.put(record.evidence.encode(), entry, db=db["evidence"])
+                    stored = (
+                        msgspec.msgpack.encode(record)
+                        if version == 1
+                        else encode_stored(record, job.path, job.reward_key)
+                    )
+                    txn.put(f"{job.job_id}/{record.trial_name}".encode(), stored, db=db["trials"])
+                txn.delete(key, db=db["trial_packs"])
+            for key in evidence:
+                txn.delete(key, db=db["evidence"])
+            txn.put(b"schema", pack(version), db=env.open_db(b"meta", txn=txn))
     finally:
         env.close()
 
 
-def test_schema_1_store_is_read_and_upgraded(tmp_path: Path) -> None:
-    """A store written by schema 1 (records as maps) opens as schema 2, its records read as
-    before, and a re-import that shifts attempts merges old and new records."""
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_store_is_read_and_upgraded(tmp_path: Path, version: int) -> None:
+    """A store written by schema 1 (records as maps) or 2 (one record and one evidence entry
+    per trial) opens as schema 3, its records and evidence read as before, and a re-import
+    that shifts attempts merges old and new records into packs (old evidence kept)."""
     job_dir = _job(tmp_path)
     with Store(tmp_path / "store") as store:
         (first,) = store.import_jobs([job_dir])
-        before = store.trial_records(first.job)
-    _as_schema_1(tmp_path / "store")
+        packed = store.trial_records(first.job)
+    _as_schema(tmp_path / "store", version)
     with Store(tmp_path / "store") as store:
-        assert store.index.read(lambda txn: txn.get("meta", "schema")) == 2
-        assert store.trial_records(first.job) == before
+        assert store.index.read(lambda txn: txn.get("meta", "schema")) == 3
+        before = store.trial_records(first.job)
+        assert [msgspec_replace(r, evidence="") for r in before] == [
+            msgspec_replace(r, evidence="") for r in packed
+        ]
+        assert all("#" not in r.evidence for r in before)
+        for record in before:
+            assert store.evidence(record.evidence) == Path(record.result_path).read_bytes()
         path = job_dir.resolve() / before[0].trial_name / "result.json"
         assert before[0].result_path == str(path)
         assert before[0].metadata == {REWARD_KEY_METADATA: "reward"}
@@ -739,10 +791,20 @@ def test_schema_1_store_is_read_and_upgraded(tmp_path: Path) -> None:
         (second,) = store.import_jobs([job_dir])
         assert second.imported == 1 and second.trials == 5
         records = {r.trial_name: r for r in store.trial_records(first.job)}
+        assert store.evidence(records["t0__new"].evidence).startswith(b"{")
+        assert store.fsck().ok
     assert records["t0__new"].attempt == 0 and records["t0__0"].attempt == 1
     for old in before:
         assert records[old.trial_name].result_path == old.result_path
         assert records[old.trial_name].evidence == old.evidence
+    items = _index_items(tmp_path / "store")
+    assert not items["trials"] and len(_pack_records(items["trial_packs"])) == 5
+
+
+def msgspec_replace(record, **changes):
+    import msgspec
+
+    return msgspec.structs.replace(record, **changes)
 
 
 def test_stored_records_are_compact_and_round_trip(tmp_path: Path) -> None:
@@ -755,9 +817,9 @@ def test_stored_records_are_compact_and_round_trip(tmp_path: Path) -> None:
     with Store(tmp_path / "store") as store:
         (report,) = store.import_jobs([job_dir])
         assert store.trial_records(report.job) == sorted(parsed.trials, key=lambda r: r.trial_name)
-    (key, value), *_ = _index_items(tmp_path / "store")["trials"]
-    stored = msgspec.msgpack.decode(value)
-    assert isinstance(stored, list) and key.decode().startswith(report.job + "/")
+    ((key, value),) = _index_items(tmp_path / "store")["trial_packs"]
+    stored = msgspec.msgpack.decode(value)[0]
+    assert isinstance(stored, list) and key.decode() == f"{report.job}/{stored[0]}"
     assert report.job not in stored and str(job_dir.resolve()) not in str(stored)
     assert stored[-2:] == [f"{stored[0]}/result.json", {}]
 
@@ -834,11 +896,19 @@ def test_failed_import_leaves_the_store_as_before(
     assert _index_items(tmp_path / "store") == before
 
 
-def test_evidence_is_content_addressed_by_its_entries(tmp_path: Path) -> None:
-    """Every evidence entry is kept under the SHA-256 of its stored bytes, each trial's
-    evidence gives back its result.json byte for byte, and re-importing adds no entry."""
+def test_evidence_is_content_addressed_in_packs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Evidence is kept in one pack per chunk of trial directories read, under the SHA-256 of
+    the pack's bytes; each trial references ``<pack>#<index>`` and gets back its result.json
+    byte for byte; re-importing adds no pack; a reference to no pack, no frame or with a bad
+    index is an unknown reference."""
     import hashlib
 
+    import casstore.trials.jobs as jobs
+    from casstore.errors import UnknownReferenceError
+
+    monkeypatch.setattr(jobs, "CHUNK", 4)  # chunks cut at task boundaries: 4 tasks x 7-8
     job_dir = _stream_job(tmp_path)
     with Store(tmp_path / "store") as store:
         (report,) = store.import_jobs([job_dir])
@@ -847,11 +917,25 @@ def test_evidence_is_content_addressed_by_its_entries(tmp_path: Path) -> None:
             raw = Path(record.result_path).read_bytes()
             assert store.evidence(record.evidence) == raw and record.evidence_bytes == len(raw)
         store.import_jobs([job_dir])
-    entries = _index_items(tmp_path / "store")["evidence"]
-    assert len(entries) == len(records) == 30
-    for key, value in entries:
+        key = records[0].evidence.partition("#")[0]
+        for ref, rule in [
+            (f"{key}#99", "the evidence pack has no frame with that index"),
+            (f"{key}#-1", "the evidence index after '#' must be a decimal number"),
+            (f"{key}#x", "the evidence index after '#' must be a decimal number"),
+            ("sha256:00#0", "no evidence with that digest"),
+        ]:
+            with pytest.raises(UnknownReferenceError) as raised:
+                store.evidence(ref)
+            assert str(raised.value) == f"{ref}: {rule}"
+    packs = _index_items(tmp_path / "store")["evidence"]
+    assert len(records) == 30 and len(packs) == 4  # one chunk per task
+    for key, value in packs:
         assert key.decode() == "sha256:" + hashlib.sha256(value).hexdigest()
-    assert {key.decode() for key, _ in entries} == {r.evidence for r in records}
+    refs = {key.decode(): [] for key, _ in packs}
+    for record in sorted(records, key=lambda r: r.trial_name):
+        key, _, index = record.evidence.partition("#")
+        refs[key].append(int(index))
+    assert sorted(refs.values()) == [list(range(len(v))) for v in sorted(refs.values())]
 
 
 def test_saved_trials_refuse_unknown_reward_kinds(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import lmdb
+import msgspec
 import pytest
 
 from casstore.errors import CorruptStoreError, UsageError
@@ -132,32 +133,77 @@ def test_flipped_job_record(imported, capsys) -> None:
 
 def test_flipped_trial_record(imported, capsys, tmp_path: Path) -> None:
     store_dir, job = imported
-    key = f"{job}/t1__4"
-    raw = _raw(store_dir, "trials", key)
-    _flip(store_dir, "trials", key, raw.index(b"t1__4"))  # 't' becomes a bad UTF-8 byte
+    key = f"{job}/t0__0"  # the job's one trial pack, named after its first trial
+    raw = _raw(store_dir, "trial_packs", key)
+    _flip(store_dir, "trial_packs", key, raw.index(b"t1__4"))  # 't' becomes a bad UTF-8 byte
     output = str(tmp_path / "out.jsonl")
     code, out, err = call(capsys, store_dir, "export", job, "-o", output, "--json")
-    _assert_one_line(code, out, err, f"trials/{key}")
+    _assert_one_line(code, out, err, f"trial_packs/{key}")
     assert not Path(output).exists()
+    # the damaged pack's header still counts 20 records: the reward table's 20 rows agree
     assert _fsck_problems(capsys, store_dir) == [("corrupt_trial", key)]
 
 
 def test_missing_evidence_and_trial_record(imported, capsys) -> None:
+    from casstore.trials.records import encode_trial_pack
+
     store_dir, job = imported
     with Store(store_dir, create=False) as store:
         records = store.trial_records(job)
+    pack = f"{job}/{records[0].trial_name}"
+    stored = msgspec.msgpack.decode(_raw(store_dir, "trial_packs", pack))
+    with Store(store_dir, create=False) as store:
 
         def damage(txn) -> None:
-            txn.delete("evidence", records[0].evidence)
+            txn.delete("evidence", records[0].evidence.partition("#")[0])
             txn.delete("zstd_dicts", records[0].evidence_dict)
-            txn.delete("trials", f"{job}/{records[1].trial_name}")
+            fewer = encode_trial_pack([msgspec.msgpack.encode(r) for r in stored[1:]])
+            txn._txn.put(pack.encode(), fewer, db=txn._dbs["trial_packs"])
 
         store.index.write(damage)
     problems = _fsck_problems(capsys, store_dir)
-    first = f"{job}/{records[0].trial_name}"
-    assert problems.count(("missing_evidence", first)) == 2  # the entry and the dictionary
-    assert {kind for kind, _ in problems} == {"missing_evidence", "corrupt_reward_table"}
+    assert len(problems) == 2 * (TRIALS - 1) + 1  # the pack and the dictionary per trial
+    for record in records[1:]:
+        ref = f"{job}/{record.trial_name}"
+        assert problems.count(("missing_evidence", ref)) == 2
     assert ("corrupt_reward_table", job) in problems  # 20 rows, 19 trial records
+
+
+@pytest.mark.parametrize("damage", ["flipped", "frames"])
+def test_corrupt_evidence_pack(imported, capsys, damage: str) -> None:
+    """A pack whose bytes no longer hash to its key, or one without the frame a trial
+    references, is ``corrupt_evidence`` for each such trial."""
+    store_dir, job = imported
+    with Store(store_dir, create=False) as store:
+        records = store.trial_records(job)
+    key = records[0].evidence.partition("#")[0]
+    raw = _raw(store_dir, "evidence", key)
+    if damage == "flipped":
+        _flip(store_dir, "evidence", key, len(raw) - 1)
+        hurt = records
+    else:  # the first trial's reference names frame 99 of its 20-frame pack
+        from casstore.trials.records import encode_stored, encode_trial_pack
+        from casstore.trials.store import job_record
+
+        with Store(store_dir, create=False) as store:
+            record = job_record(store, job)
+            records[0].evidence = f"{key}#99"
+            pack = encode_trial_pack(
+                [encode_stored(r, record.path, record.reward_key) for r in records]
+            )
+            store.index.write(
+                lambda txn: txn._txn.put(f"{job}/t0__0".encode(), pack, db=txn._dbs["trial_packs"])
+            )
+        hurt = records[:1]
+    problems = _fsck_problems(capsys, store_dir)
+    assert problems == [("corrupt_evidence", f"{job}/{r.trial_name}") for r in hurt]
+    code, report, _ = call(capsys, store_dir, "fsck", "--json")
+    assert code == 1
+    message = report["problems"][0]["message"]
+    if damage == "flipped":
+        assert message.startswith(f"evidence/{key}: the pack's bytes hash to sha256:")
+    else:
+        assert message == f"evidence/{key}: {TRIALS} frames, no frame 99"
 
 
 def test_saved_trials_import_keeps_evidence_elsewhere(imported, capsys, tmp_path: Path) -> None:

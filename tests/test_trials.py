@@ -473,10 +473,10 @@ def test_parallel_parse_equals_serial(tmp_path: Path) -> None:
     job_dir = make_job(tmp_path / "job", trials)
     import casstore.trials.jobs as jobs
 
-    serial = read_job(job_dir, workers=1)
     old = jobs.CHUNK
-    jobs.CHUNK = 8
+    jobs.CHUNK = 8  # several chunks; evidence packs (and references) follow the chunks
     try:
+        serial = read_job(job_dir, workers=1)
         parallel = read_job(job_dir, workers=2)
     finally:
         jobs.CHUNK = old

@@ -4,7 +4,8 @@ Problems: ``missing_archive`` (a revision's file is absent), ``corrupt_archive``
 verification: address, structure or content digest), ``dangling_reference`` (a name's history
 or a taskset pin names a revision that does not exist); of imported jobs
 (:mod:`casstore.trials.check`): ``corrupt_job``, ``corrupt_trial``, ``corrupt_reward_table``
-(damaged, failing a CRC-32, or not one row per trial record) and ``missing_evidence``.
+(damaged, failing a CRC-32, or not one row per trial record), ``missing_evidence`` and
+``corrupt_evidence`` (a pack not hashing to its digest, or without the trial's frame).
 Information: ``orphans`` (archive files no revision references) and ``temporaries``
 (leftovers of interrupted writes).
 """

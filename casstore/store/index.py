@@ -3,8 +3,9 @@
 Databases (keys UTF-8, values msgpack): ``meta`` (``schema`` → version), ``tasks``
 (``workspace/name`` → task record), ``revisions`` (revision digest → revision record),
 ``tasksets`` (``workspace/name`` → taskset record), ``taskset_revisions`` (digest → record);
-imported Harbor jobs (:mod:`casstore.trials.store`): ``jobs``, ``trials``, ``reward_tables``,
-``evidence``, ``zstd_dicts``. New databases are created on open: older stores stay valid.
+imported Harbor jobs (:mod:`casstore.trials.store`): ``jobs``, ``trial_packs``, ``trials``
+(older schemas), ``reward_tables``, ``evidence``, ``zstd_dicts``. New databases are created
+on open: older stores stay valid.
 Opening a store of an older schema this code reads (:data:`UPGRADED_SCHEMAS`) marks it as
 :data:`SCHEMA_VERSION`; a newer or unknown schema is refused.
 
@@ -43,11 +44,14 @@ __all__ = [
     "unpack",
 ]
 
-SCHEMA_VERSION = 2
-UPGRADED_SCHEMAS = (1,)
-"""Versions this code reads and marks as :data:`SCHEMA_VERSION` on open: schema 2 keeps trial
-records as arrays (:func:`casstore.trials.records.encode_stored`), schema 1 as maps, which
-still decode. Code that knows only schema 1 refuses a schema-2 store."""
+SCHEMA_VERSION = 3
+UPGRADED_SCHEMAS = (1, 2)
+"""Versions this code reads and marks as :data:`SCHEMA_VERSION` on open: schema 3 keeps a
+job's trial records in packs (``trial_packs``) and its evidence in packs referenced
+``<key>#<index>``; schema 2 one record per trial (``trials``) as an array
+(:func:`casstore.trials.records.encode_stored`) and one evidence entry per file; schema 1 the
+records as maps. All of them still decode (:mod:`casstore.trials.store`). Code that knows
+only an older schema refuses a newer store (it would miss the packs)."""
 DATABASES = (
     "meta",
     "tasks",
@@ -55,6 +59,7 @@ DATABASES = (
     "tasksets",
     "taskset_revisions",
     "jobs",
+    "trial_packs",
     "trials",
     "reward_tables",
     "evidence",

@@ -1,13 +1,14 @@
 """What ``casstore fsck`` checks of imported jobs (read only, one read transaction).
 
-For every job record of the ``jobs`` database: the record decodes (``corrupt_job``); every
-trial record under ``<job id>/`` decodes (``corrupt_trial``); the job's reward table loads
+For every job record of the ``jobs`` database: every trial pack (and older single trial
+record) under ``<job id>/`` decodes (``corrupt_trial``); the job's reward table loads
 with every column's CRC-32 verified, the lazily checked name columns included, passes
 :meth:`RewardTable.validate` and has one row per trial record (``corrupt_reward_table``); and,
 for a job read from its job directory (its record has ``imported_at``), every trial's evidence
-entry and zstd dictionary exist (``missing_evidence``). Trials imported only from saved-trials
-files keep their evidence where it was (see :func:`casstore.trials.store.import_records`), so
-their evidence keys are not looked up.
+and zstd dictionary exist (``missing_evidence``) and every evidence pack a trial references
+hashes to its key and holds the trial's frame (``corrupt_evidence``; older per-file entries
+are looked up only). Trials imported only from saved-trials files keep their evidence where
+it was (see :func:`casstore.trials.store.import_records`), so their evidence is not looked up.
 
 Problems are ``(kind, ref, message)``: ``ref`` is the job id, or ``<job id>/<trial name>`` for
 a trial; ``message`` the :class:`CorruptStoreError` line naming the database and key.
@@ -20,8 +21,9 @@ from typing import NamedTuple
 
 from casstore.errors import CorruptStoreError
 from casstore.store.index import Txn, decode, unpack
+from casstore.trials.evidence import entry_key, split_reference
 from casstore.trials.records import JobRecord, TrialRecord
-from casstore.trials.store import stored_job, stored_table, stored_trial
+from casstore.trials.store import stored_job, stored_pack, stored_table, stored_trial
 
 __all__ = ["JobsCheck", "Problem", "check_jobs"]
 
@@ -71,42 +73,106 @@ def _job(job_id: str, raw: bytes, problems: list[Problem]) -> JobRecord | None:
 
 
 def _check_trials(txn: Txn, job_id: str, record: JobRecord | None, problems: list[Problem]) -> int:
-    """Decode every trial record of ``job_id`` (``corrupt_trial``) and, for a job read from
-    its directory, look its evidence up (``missing_evidence``); returns how many records
-    there are (damaged ones included). Records are checked one at a time, never all kept."""
+    """Decode every trial pack and record of ``job_id`` (``corrupt_trial``) and, for a job read
+    from its directory, check its evidence (:func:`_evidence_problems`); returns how many
+    records there are (those of a damaged pack as its array header counts them). One pack
+    or record is decoded at a time, never all kept."""
     path, reward_key = (record.path, record.reward_key) if record else (None, "")
-    evidence = record is not None and record.imported_at is not None
-    dictionaries: dict[str, bool] = {}
+    evidence = _EvidenceCheck(txn) if record is not None and record.imported_at else None
     count = 0
-    for key, raw in txn.raw_items("trials", f"{job_id}/"):
-        count += 1
-        try:
-            trial = stored_trial(key, raw, job_id, path, reward_key)
-        except CorruptStoreError as error:
-            ref = key.decode(errors="backslashreplace")
-            problems.append(Problem("corrupt_trial", ref, str(error)))
-            continue
-        if evidence:
-            problems.extend(_evidence_problems(txn, trial, dictionaries))
+    prefix = f"{job_id}/"
+    for db, decoder in (("trials", _single), ("trial_packs", stored_pack)):
+        for key, raw in txn.raw_items(db, prefix):
+            try:
+                trials = decoder(key, raw, job_id, path, reward_key)
+            except CorruptStoreError as error:
+                ref = key.decode(errors="backslashreplace")
+                problems.append(Problem("corrupt_trial", ref, str(error)))
+                count += 1 if db == "trials" else _declared_length(raw)
+                continue
+            count += len(trials)
+            if evidence is not None:
+                for trial in trials:
+                    problems.extend(evidence.problems(trial))
     return count
 
 
-def _evidence_problems(
-    txn: Txn, trial: TrialRecord, dictionaries: dict[str, bool]
-) -> list[Problem]:
-    """``missing_evidence`` when the trial's evidence entry, or the zstd dictionary it was
-    compressed with, is not in the index (``dictionaries`` caches the lookups)."""
-    ref = f"{trial.job_id}/{trial.trial_name}"
-    problems = []
-    if trial.evidence and not txn.has("evidence", trial.evidence):
-        problems.append(Problem("missing_evidence", ref, f"evidence/{trial.evidence}: missing"))
-    name = trial.evidence_dict
-    if trial.evidence and name:
-        if name not in dictionaries:
-            dictionaries[name] = txn.has("zstd_dicts", name)
-        if not dictionaries[name]:
-            problems.append(Problem("missing_evidence", ref, f"zstd_dicts/{name}: missing"))
-    return problems
+def _single(
+    key: bytes, raw: bytes, job_id: str, path: str | None, reward_key: str
+) -> list[TrialRecord]:
+    """:func:`stored_trial` as a list of one (an older store's single trial record)."""
+    return [stored_trial(key, raw, job_id, path, reward_key)]
+
+
+def _declared_length(raw: bytes) -> int:
+    """The item count in the msgpack array header of a (damaged) trial pack; 0 if none."""
+    if raw[:1] and 0x90 <= raw[0] <= 0x9F:
+        return raw[0] & 0x0F
+    width = {b"\xdc": 2, b"\xdd": 4}.get(raw[:1])
+    return int.from_bytes(raw[1 : 1 + width], "big") if width and len(raw) > width else 0
+
+
+class _EvidenceCheck:
+    """The evidence checks of one job's trials, each pack, entry and dictionary looked up
+    (and a pack hashed and decoded) once."""
+
+    def __init__(self, txn: Txn) -> None:
+        self.txn = txn
+        self.values: dict[str, tuple[str | None, int]] = {}  # key -> (problem, frames)
+        self.dictionaries: dict[str, bool] = {}
+
+    def problems(self, trial: TrialRecord) -> list[Problem]:
+        """``missing_evidence`` when the trial's evidence (pack or entry) or its zstd
+        dictionary is not in the index; ``corrupt_evidence`` when its pack does not hash to
+        its key, does not decode, or has no frame at the trial's index."""
+        if not trial.evidence:
+            return []
+        ref = f"{trial.job_id}/{trial.trial_name}"
+        try:
+            key, index = split_reference(trial.evidence)
+        except ValueError as error:
+            return [Problem("corrupt_evidence", ref, f"evidence reference {error}")]
+        if key not in self.values:
+            self.values[key] = self._value(key, index is not None)
+        problem, frames = self.values[key]
+        found = []
+        if problem is not None:
+            kind = "missing_evidence" if problem.endswith(": missing") else "corrupt_evidence"
+            found.append(Problem(kind, ref, problem))
+        elif index is not None and index >= frames:
+            message = f"evidence/{key}: {frames} frames, no frame {index}"
+            found.append(Problem("corrupt_evidence", ref, message))
+        name = trial.evidence_dict
+        if name:
+            if name not in self.dictionaries:
+                self.dictionaries[name] = self.txn.has("zstd_dicts", name)
+            if not self.dictionaries[name]:
+                found.append(Problem("missing_evidence", ref, f"zstd_dicts/{name}: missing"))
+        return found
+
+    def _value(self, key: str, pack: bool) -> tuple[str | None, int]:
+        """``(problem or None, frame count)`` of the evidence value at ``key`` (a pack's
+        digest and frames checked; an entry's presence only)."""
+        raw = self.txn._txn.get(key.encode(), db=self.txn._dbs["evidence"])
+        if raw is None:
+            return f"evidence/{key}: missing", 0
+        if not pack:
+            return None, 0
+        if entry_key(raw) != key:
+            return f"evidence/{key}: the pack's bytes hash to {entry_key(raw)}", 0
+        try:
+            frames = decode("evidence", key, _frame_count, raw)
+        except CorruptStoreError as error:
+            return str(error), 0
+        return None, frames
+
+
+def _frame_count(raw: bytes) -> int:
+    """How many frames the evidence pack ``raw`` holds (raises when it is no pack)."""
+    value = unpack(raw)
+    if len(value["frames"]) != len(value["sizes"]):
+        raise ValueError(f"{len(value['frames'])} frames, {len(value['sizes'])} sizes")
+    return len(value["frames"])
 
 
 def _table_problem(txn: Txn, job_id: str, trials: int) -> Problem | None:

@@ -7,16 +7,20 @@ Terminal-Bench job of the fixtures (89 files, 437 KB): plain zstd -3 compresses 
 trained 13.7 KB dictionary 14.6x (10.0x counting the dictionary itself), and about twice as
 fast per file. On 20,000 generated Harbor 0.20 files: 28x with a 64 KB dictionary.
 
-The store's ``evidence`` database is content-addressed by its entries: an entry
-(:func:`encode_entry`: the msgpack map ``{"dict": id or None, "data": zstd bytes, "size": n}``)
-is kept under :func:`entry_key`, the SHA-256 of the entry's bytes (which fix the raw bytes:
-the frame, its dictionary and size). Stores of schema 1 keyed entries by the SHA-256 of the raw
-result.json instead; both kinds are looked up alike.
+The store's ``evidence`` database is content-addressed: every value is kept under
+:func:`entry_key`, ``sha256:<hex>`` of its bytes. An import stores one **pack** per chunk of
+trial directories (:func:`encode_evidence_pack`: the msgpack map ``{"dict": id or None,
+"frames": [zstd bytes, ...], "sizes": [n, ...]}``), and a trial's evidence reference is
+``<pack key>#<index>`` (:func:`reference`): one value and one hash per few hundred files
+instead of one each. Older stores hold one **entry** per file (:func:`encode_entry`: ``{"dict",
+"data", "size"}``) referenced by its key alone (schema 2: the SHA-256 of the entry; schema 1:
+of the raw result.json); :func:`frame_of` reads both kinds.
 """
 
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import msgspec
 import zstandard
@@ -28,7 +32,11 @@ __all__ = [
     "decompress",
     "dictionary_id",
     "encode_entry",
+    "encode_evidence_pack",
     "entry_key",
+    "frame_of",
+    "reference",
+    "split_reference",
     "train",
 ]
 
@@ -109,3 +117,44 @@ def encode_entry(dictionary: str | None, blob: bytes, size: int) -> bytes:
 def entry_key(entry: bytes) -> str:
     """The ``evidence`` database key of an encoded entry: ``sha256:<hex>`` of its bytes."""
     return "sha256:" + hashlib.sha256(entry).hexdigest()
+
+
+class _Pack(msgspec.Struct, gc=False):
+    """An ``evidence`` database pack: encodes as ``{"dict", "frames", "sizes"}``."""
+
+    dict: str | None
+    frames: list[bytes]
+    sizes: list[int]
+
+
+def encode_evidence_pack(dictionary: str | None, frames: list[bytes], sizes: list[int]) -> bytes:
+    """The ``evidence`` database value holding ``frames`` (compressed with dictionary id
+    ``dictionary``, or None) of files of ``sizes`` bytes, in order."""
+    return _ENCODE(_Pack(dictionary, frames, sizes))
+
+
+def reference(key: str, index: int) -> str:
+    """A trial's evidence reference: frame ``index`` of the pack stored at ``key``."""
+    return f"{key}#{index}"
+
+
+def split_reference(ref: str) -> tuple[str, int | None]:
+    """``(evidence key, frame index)`` of a reference; index None for an entry's key (no
+    ``#``). Raises ``ValueError`` when the part after ``#`` is not a decimal index."""
+    key, hash_sign, index = ref.partition("#")
+    if not hash_sign:
+        return key, None
+    if not index.isdecimal() or not index.isascii():
+        raise ValueError(f"{ref}: the evidence index after '#' must be a decimal number")
+    return key, int(index)
+
+
+def frame_of(value: dict[str, Any], index: int | None) -> tuple[bytes, str | None, int]:
+    """``(zstd frame, dictionary id or None, raw size)`` of a decoded ``evidence`` value: an
+    entry (``index`` None) or frame ``index`` of a pack. Raises ``KeyError``/``IndexError``/
+    ``TypeError`` when the value is not of that kind (or the pack has no such frame)."""
+    if index is None:
+        return value["data"], value["dict"], value["size"]
+    if index < 0:
+        raise IndexError(index)
+    return value["frames"][index], value["dict"], value["sizes"][index]

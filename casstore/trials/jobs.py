@@ -32,7 +32,7 @@ import msgspec
 import numpy as np
 
 from casstore.errors import CheckError, UsageError
-from casstore.trials.evidence import Evidence, encode_entry, entry_key, train
+from casstore.trials.evidence import Evidence, encode_evidence_pack, entry_key, reference, train
 from casstore.trials.parse import ResultUnreadable, failure_of, parse_stored
 from casstore.trials.records import (
     FAILURE_CODES,
@@ -67,8 +67,9 @@ class ImportedJob:
     ``job_id``; ``record`` (:class:`JobRecord`); ``trials`` (one :class:`TrialRecord` per
     attempt with a readable result.json, attempts assigned); ``table`` (:class:`RewardTable`
     for ``reward_key``); ``diagnostics`` (dicts with ``code``); ``failure_codes`` (code →
-    count; per-trial codes plus job-level ones); ``evidence`` (evidence key → compressed
-    bytes) and ``dictionary`` (zstd dictionary bytes or None) for the store.
+    count; per-trial codes plus job-level ones); ``evidence`` (the ``evidence`` database
+    values the trials' references name: key → value, see :mod:`casstore.trials.evidence`)
+    and ``dictionary`` (zstd dictionary bytes or None) for the store.
 
     A job read by :func:`read_job` keeps its trials packed as the store writes them
     (``packed``); ``trials`` and ``evidence`` are decoded from them on first use.
@@ -117,10 +118,7 @@ class ImportedJob:
     def evidence(self) -> dict[str, bytes]:
         if self._evidence is None:
             assert self.packed is not None
-            decode = _EVIDENCE_DECODER.decode
-            self._evidence = {}
-            for key, value in self.packed.evidence:
-                self._evidence.setdefault(key.decode(), decode(value)["data"])
+            self._evidence = {key.decode(): value for key, value in self.packed.evidence}
         return self._evidence
 
     @evidence.setter
@@ -138,9 +136,6 @@ class ImportedJob:
     def n_trials(self) -> int:
         """``len(trials)`` without decoding them."""
         return len(self.packed.names) if self._trials is None and self.packed else len(self.trials)
-
-
-_EVIDENCE_DECODER = msgspec.msgpack.Decoder()
 
 
 # finding jobs --------------------------------------------------------------------------------
@@ -278,13 +273,13 @@ class _Chunk(msgspec.Struct, array_like=True, gc=False):
     """One chunk of trial directories, parsed into store-ready pieces (what a worker sends).
 
     Per readable row (trial directories in order, unreadable ones left out): ``rows`` (int32
-    index into the chunk's names), ``names``, ``keys`` (``<job id>/<trial name>`` UTF-8),
-    ``records`` (the msgpack record as the store keeps it), ``ev_keys``/``ev_values`` (the
-    store's evidence entry) and the reward-table columns: ``flags`` (uint8), ``primary``
+    index into the chunk's names), ``names``, ``records`` (the msgpack record as the store
+    keeps it) and the reward-table columns: ``flags`` (uint8), ``primary``
     (float64), ``primary_kind`` (int8), ``labels`` (per label column its chunk-local labels,
     "" first) with ``codes`` (int32), ``value_keys`` (secondary reward keys of the chunk) with
     ``values`` (float64 rows x keys) and ``kinds`` (int8). ``errors``: ``(index into the
-    chunk's names, reason)``.
+    chunk's names, reason)``. ``ev_key``/``ev_pack``: the store's evidence pack of the chunk
+    (key and value; empty without rows), frame ``i`` the ``result.json`` of row ``i``.
 
     Attempts are assigned within the chunk (right for the whole job when no task has trials
     in another chunk, which :func:`_merge` checks): ``records`` carry them, ``attempts``
@@ -295,10 +290,9 @@ class _Chunk(msgspec.Struct, array_like=True, gc=False):
     rows: bytes
     errors: list[tuple[int, str]]
     names: list[str]
-    keys: list[bytes]
     records: list[bytes]
-    ev_keys: list[bytes]
-    ev_values: list[bytes]
+    ev_key: bytes
+    ev_pack: bytes
     flags: bytes
     primary: bytes
     primary_kind: bytes
@@ -324,10 +318,10 @@ def _read_rest(fd: int, head: bytes) -> bytes:
     return b"".join(parts)
 
 
-def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _Chunk:
+def _read_chunk(args: tuple[str, list[str], str], evidence: Evidence) -> _Chunk:
     """The chunk's trial directories read, parsed and made store-ready (see :class:`_Chunk`);
     the chunk's evidence is compressed in one call."""
-    job_dir, names, job_id, reward_key = args
+    job_dir, names, reward_key = args
     try:
         dir_fd: int | None = os.open(job_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:
@@ -376,7 +370,7 @@ def _read_chunk(args: tuple[str, list[str], str, str], evidence: Evidence) -> _C
     finally:
         if dir_fd is not None:
             os.close(dir_fd)
-    return _pack_chunk(rows, errors, records, blobs, job_id, dict_id, reward_key)
+    return _pack_chunk(rows, errors, records, blobs, dict_id, reward_key)
 
 
 def _pack_chunk(
@@ -384,12 +378,12 @@ def _pack_chunk(
     errors: list[tuple[int, str]],
     records: list[StoredTrialRecord],
     blobs: list[bytes],
-    job_id: str,
     dict_id: str | None,
     reward_key: str,
 ) -> _Chunk:
-    """The chunk's records with their attempts (within the chunk), encoded as the store keeps
-    them (:func:`encode_stored`), and its table columns."""
+    """The chunk's records with their attempts (within the chunk) and evidence references
+    (into the chunk's evidence pack of ``blobs``), encoded as the store keeps them
+    (:func:`encode_stored`), and its table columns."""
     encode = _ENCODER.encode
     names = [r.trial_name for r in records]
     tasks = [r.task_name for r in records]
@@ -398,15 +392,12 @@ def _pack_chunk(
     for r, attempt in zip(records, attempts, strict=True):
         if attempt:
             r.attempt = attempt
-    prefix = job_id + "/"
-    ev_values = [
-        encode_entry(dict_id, blob, r.evidence_bytes)
-        for r, blob in zip(records, blobs, strict=True)
-    ]
-    ev_keys = []
-    for r, value in zip(records, ev_values, strict=True):
-        r.evidence = key = entry_key(value)
-        ev_keys.append(key.encode())
+    ev_key, ev_pack = "", b""
+    if records:
+        ev_pack = encode_evidence_pack(dict_id, blobs, [r.evidence_bytes for r in records])
+        ev_key = entry_key(ev_pack)
+        for i, r in enumerate(records):
+            r.evidence = reference(ev_key, i)
     # the table columns: computed once per distinct (rewards, flags, labels) combination
     combos: dict[tuple[Any, ...], int] = {}
     firsts: list[TrialRecord] = []
@@ -471,10 +462,9 @@ def _pack_chunk(
         rows=np.array(rows, np.int32).tobytes(),
         errors=errors,
         names=names,
-        keys=[(prefix + name).encode() for name in names],
         records=list(map(encode, records)),
-        ev_keys=ev_keys,
-        ev_values=ev_values,
+        ev_key=ev_key.encode(),
+        ev_pack=ev_pack,
         flags=c_flags[at].tobytes(),
         primary=c_primary[at].tobytes(),
         primary_kind=c_primary_kind[at].tobytes(),
@@ -570,26 +560,19 @@ class ChunkSink(Protocol):
 @dataclass
 class _Packed:
     """A job's parsed trials as the store keeps them (rows in trial-directory order):
-    ``names`` (trial names), ``keys`` (``trials`` database keys), ``records`` (msgpack
-    records, attempts set), ``ev_keys``/``ev_values`` (``evidence`` database entry per row;
-    ``evidence``: their pairs),
+    ``names`` (trial names), ``records`` (msgpack records, attempts set), ``evidence``
+    (``(key, value)`` of the ``evidence`` database packs the records reference),
     ``failures`` (failure code → trials), ``counts`` (as :func:`job_counts`), ``table``;
     ``rewritten``: whether the merge changed or dropped records the chunks carried (a
     duplicate trial name, a task with trials in several chunks)."""
 
     names: list[str]
-    keys: list[bytes]
     records: list[bytes]
-    ev_keys: list[bytes]
-    ev_values: list[bytes]
+    evidence: list[tuple[bytes, bytes]]
     failures: dict[str, int]
     counts: dict[str, int]
     table: RewardTable
     rewritten: bool = False
-
-    @property
-    def evidence(self) -> list[tuple[bytes, bytes]]:
-        return list(zip(self.ev_keys, self.ev_values, strict=True))
 
 
 def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_key: str) -> _Packed:
@@ -601,9 +584,8 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
     def concatenated(name: str) -> list[Any]:
         return list(chain.from_iterable(getattr(c, name) for c in chunks))
 
-    names, keys, records, ev_keys, ev_values = (
-        concatenated(name) for name in ("names", "keys", "records", "ev_keys", "ev_values")
-    )
+    names, records = concatenated("names"), concatenated("records")
+    evidence = [(c.ev_key, c.ev_pack) for c in chunks if c.ev_key]
 
     def joined(name: str, dtype: Any) -> np.ndarray:
         parts = [np.frombuffer(getattr(c, name), dtype) for c in chunks]
@@ -643,9 +625,7 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
             start += m
     if kept is not None:
         rows = kept.tolist()
-        names, keys, records, ev_keys, ev_values = (
-            [items[i] for i in rows] for items in (names, keys, records, ev_keys, ev_values)
-        )
+        names, records = [names[i] for i in rows], [records[i] for i in rows]
         flags, primary, primary_kind = flags[kept], primary[kept], primary_kind[kept]
         values, kinds = values[kept], kinds[kept]
         label_codes = [codes[kept] for codes in label_codes]
@@ -720,10 +700,8 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
     }
     return _Packed(
         names=names,
-        keys=keys,
         records=records,
-        ev_keys=ev_keys,
-        ev_values=ev_values,
+        evidence=evidence,
         failures=failures,
         counts=counts,
         table=table,
@@ -793,7 +771,6 @@ def _cut(names: list[str]) -> list[tuple[int, int]]:
 def _read_all(
     job_dir: str,
     names: list[str],
-    job_id: str,
     reward_key: str,
     evidence: Evidence,
     workers: int,
@@ -804,7 +781,7 @@ def _read_all(
     handed to ``sink`` in order as soon as it and those before it are parsed. With
     ``workers`` > 1, ``workers - 1`` forked processes and the calling one share the chunks
     (see :func:`_read_parallel`)."""
-    chunks = [(job_dir, names[a:b], job_id, reward_key) for a, b in _cut(names)]
+    chunks = [(job_dir, names[a:b], reward_key) for a, b in _cut(names)]
 
     def done(chunk: _Chunk, i: int) -> _Chunk:
         if sink is not None:
@@ -831,7 +808,7 @@ def _can_fork_workers() -> bool:
 
 
 def _read_parallel(
-    chunks: list[tuple[str, list[str], str, str]],
+    chunks: list[tuple[str, list[str], str]],
     evidence: Evidence,
     workers: int,
     done: Callable[[_Chunk, int], _Chunk],
@@ -924,7 +901,7 @@ def _next_chunk(bounds: Any, lock: Any) -> int | None:
 
 
 def _worker_main(
-    chunks: list[tuple[str, list[str], str, str]],
+    chunks: list[tuple[str, list[str], str]],
     dictionary: bytes | None,
     bounds: Any,
     lock: Any,
@@ -1041,7 +1018,7 @@ def read_job(
     root = str(path.resolve())
     if sink is not None:
         sink.start(len(names))
-    chunks = _read_all(root, names, job_id, reward_key, evidence, n_workers, progress, sink)
+    chunks = _read_all(root, names, reward_key, evidence, n_workers, progress, sink)
 
     diagnostics: list[dict[str, Any]] = []
     unreadable: list[dict[str, str]] = []

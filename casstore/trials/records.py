@@ -38,7 +38,9 @@ __all__ = [
     "StoredTrialRecord",
     "TrialRecord",
     "decode_stored",
+    "decode_trial_pack",
     "encode_stored",
+    "encode_trial_pack",
     "from_builtins",
     "stored_with_attempt",
     "to_builtins",
@@ -234,7 +236,7 @@ def from_builtins[T](data: Any, cls: type[T]) -> T:
     return msgspec.convert(data, cls, strict=False)
 
 
-# the stored form: values of the store's ``trials`` database ---------------------------------
+# the stored form: items of the store's ``trial_packs`` database (``trials`` of older schemas) --
 #
 # A msgpack array of the TrialRecord fields in order, without ``job_id`` (the key's prefix),
 # ``result_path`` relative to the job directory when it lies in it, and ``metadata`` without
@@ -296,6 +298,39 @@ def decode_stored(data: bytes, job_id: str, job_path: str | None, reward_key: st
         record = from_builtins(msgspec.msgpack.decode(data), TrialRecord)
     else:
         record = TrialRecord(job_id, *_astuple(_STORED_DECODER.decode(data)))
+    return _completed(record, job_path, reward_key)
+
+
+def encode_trial_pack(records: list[bytes]) -> bytes:
+    """A trial pack (a value of the ``trial_packs`` database): the msgpack array of
+    ``records``, each already in the stored form (:func:`encode_stored`), written as the
+    array header and their concatenation (nothing re-encoded)."""
+    n = len(records)
+    if n < 16:
+        head = bytes((0x90 | n,))
+    elif n < 1 << 16:
+        head = b"\xdc" + n.to_bytes(2, "big")
+    else:
+        head = b"\xdd" + n.to_bytes(4, "big")
+    return head + b"".join(records)
+
+
+def decode_trial_pack(
+    data: bytes, job_id: str, job_path: str | None, reward_key: str
+) -> list[TrialRecord]:
+    """Inverse of :func:`encode_trial_pack`: the pack's records as :func:`decode_stored` gives each.
+    Raises ``msgspec.DecodeError``/``ValidationError`` on a bad value."""
+    return [
+        _completed(TrialRecord(job_id, *_astuple(stored)), job_path, reward_key)
+        for stored in _PACK_DECODER.decode(data)
+    ]
+
+
+_PACK_DECODER = msgspec.msgpack.Decoder(list[StoredTrialRecord])  # type: ignore[valid-type]
+
+
+def _completed(record: TrialRecord, job_path: str | None, reward_key: str) -> TrialRecord:
+    """A decoded record with an absolute ``result_path`` and the reward-key metadata."""
     path = record.result_path
     if path and job_path and not os.path.isabs(path):
         trial_dir = os.path.basename(os.path.dirname(path))

@@ -1,11 +1,20 @@
 """Imported jobs in a store's LMDB index (what ``Store.import_jobs`` and friends do).
 
-Databases (keys UTF-8, values msgpack): ``jobs`` (job id → :class:`JobRecord`), ``trials``
-(``<job id>/<trial name>`` → :class:`TrialRecord` in its stored form: an array without what the
-job record implies, see :func:`~casstore.trials.records.encode_stored`), ``reward_tables`` (job id →
-:meth:`RewardTable.to_bytes`), ``evidence`` (content-addressed: ``sha256:<hex>`` of the entry
-``{"dict": id or None, "data": zstd bytes of the raw result.json, "size": n}``, see
-:mod:`casstore.trials.evidence`), ``zstd_dicts`` (dictionary id → bytes).
+Databases (keys UTF-8, values msgpack): ``jobs`` (job id → :class:`JobRecord`),
+``trial_packs`` (``<job id>/<first trial name>`` → a **trial pack**: the array of up to
+:data:`PACK` trial records (:class:`TrialRecord`, by trial name) in their stored form, each
+an array without what the job record implies, see
+:func:`~casstore.trials.records.encode_trial_pack`),
+``reward_tables`` (job id → :meth:`RewardTable.to_bytes`), ``evidence`` (content-addressed:
+``sha256:<hex>`` of the value; a pack of the zstd-compressed raw result.json files of the
+trial directories read together (:data:`~casstore.trials.jobs.CHUNK` or so), a trial's
+reference ``<key>#<index>``, see :mod:`casstore.trials.evidence`),
+``zstd_dicts`` (dictionary id → bytes). One value per few hundred trials, not one per trial:
+an import of 100,000 trials writes 400 values instead of 200,000.
+
+Stores of schema 1 and 2 kept one record per trial in ``trials`` (``<job id>/<trial name>``)
+and one evidence entry per file: they are read alike (:func:`_stored_trials`,
+:func:`evidence_bytes`); the next import into such a job rewrites its records as packs.
 
 Re-importing a job is idempotent: trial directories already stored (by name) are not read
 again; new ones are added, attempts are re-assigned over all of the job's trials and the
@@ -31,6 +40,7 @@ from __future__ import annotations
 import operator
 from collections import Counter
 from collections.abc import Sequence
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +49,7 @@ import msgspec
 
 from casstore.errors import UnknownReferenceError, UsageError
 from casstore.store.index import Txn, decode
-from casstore.trials.evidence import decompress, encode_entry
+from casstore.trials.evidence import decompress, frame_of, split_reference
 from casstore.trials.jobs import (
     ImportedJob,
     _subdir_names,
@@ -57,7 +67,9 @@ from casstore.trials.records import (
     JobRecord,
     TrialRecord,
     decode_stored,
+    decode_trial_pack,
     encode_stored,
+    encode_trial_pack,
     from_builtins,
 )
 from casstore.trials.saved import read_trials_jsonl
@@ -67,6 +79,7 @@ if TYPE_CHECKING:
     from casstore.store.core import Progress, Store
 
 __all__ = [
+    "PACK",
     "TRIAL_DATABASES",
     "evidence_bytes",
     "import_jobs",
@@ -75,12 +88,15 @@ __all__ = [
     "jobs",
     "reward_table",
     "stored_job",
+    "stored_pack",
     "stored_table",
     "stored_trial",
     "trial_records",
 ]
 
-TRIAL_DATABASES = ("jobs", "trials", "reward_tables", "evidence", "zstd_dicts")
+PACK = 500
+"""Trial records per ``trial_packs`` value (the last pack of a job holds the rest)."""
+TRIAL_DATABASES = ("jobs", "trial_packs", "trials", "reward_tables", "evidence", "zstd_dicts")
 
 
 def import_jobs(
@@ -190,16 +206,20 @@ def _import_dir(
 class _Stream:
     """The write of a new job whose chunks are stored as :func:`read_job` parses them (see
     :class:`ChunkSink`): ``start`` grows the map for the job and opens the write transaction,
-    ``add`` writes a chunk's evidence and trial records, ``finish`` writes the rest as
-    :func:`_store_packed` does and commits. Anything unexpected (the job appeared meanwhile,
-    a full map, records the merge rewrote) aborts the transaction: ``finish`` then returns
-    None and the caller writes the parsed job the usual way."""
+    ``add`` writes a chunk's evidence pack and every full trial pack (:func:`_trial_packs`:
+    the records must come in trial-name order, as Harbor names trial directories after their
+    trials), ``finish`` writes the last pack and the rest as :func:`_store_packed` does and
+    commits. Anything unexpected (the job appeared meanwhile, a full map, trial names out of
+    order, records the merge rewrote) aborts the transaction: ``finish`` then returns None and
+    the caller writes the parsed job the usual way."""
 
     def __init__(self, index: Any, job_id: str) -> None:
         self.index = index
         self.job_id = job_id
         self.txn: Any = None
         self.failed = False
+        self.names: list[str] = []  # records not yet in a pack, and their trial names
+        self.records: list[bytes] = []
 
     def start(self, trials: int) -> None:
         env = self.index.env
@@ -215,15 +235,30 @@ class _Stream:
             self.failed = True  # imported meanwhile: the usual path merges with it
 
     def add(self, chunk: Any) -> None:
-        if self.failed or self.txn is None:
+        if self.failed or self.txn is None or not chunk.records:
             return
-        txn = Txn(self.txn, self.index.dbs)
-        try:
-            evidence = list(zip(chunk.ev_keys, chunk.ev_values, strict=True))
-            _put_encoded(txn, "evidence", evidence, overwrite=False)  # kept: never replaced
-            _put_encoded(txn, "trials", list(zip(chunk.keys, chunk.records, strict=True)))
+        names = chunk.names
+        if (self.names and names[0] <= self.names[-1]) or not _increasing(names):
+            self.failed = True  # the usual path sorts them
+            return
+        self.names += names
+        self.records += chunk.records
+        try:  # kept evidence is never replaced
+            self.txn.put(
+                chunk.ev_key, chunk.ev_pack, db=self.index.dbs["evidence"], overwrite=False
+            )
+            self._write_packs(full_only=True)
         except lmdb.Error:
             self.failed = True
+
+    def _write_packs(self, full_only: bool) -> None:
+        """Write the buffered records in packs (only full ones when ``full_only``)."""
+        count = len(self.records) - len(self.records) % PACK if full_only else len(self.records)
+        if count:
+            txn = Txn(self.txn, self.index.dbs)
+            packs = _trial_packs(self.job_id, self.names[:count], self.records[:count])
+            _put_encoded(txn, "trial_packs", packs)
+            del self.names[:count], self.records[:count]
 
     def finish(self, parsed: ImportedJob) -> ImportReport | None:
         """Commit and report, or None (transaction aborted) when the job must be written
@@ -235,6 +270,7 @@ class _Stream:
             self.abort()
             return None
         try:
+            self._write_packs(full_only=False)
             txn = Txn(self.txn, self.index.dbs)
             _put_dictionary(txn, parsed)
             report = _store_packed(txn, parsed, None, rows=False)
@@ -283,7 +319,7 @@ def _reserve(store: Store, parsed: ImportedJob) -> None:
     start after each doubling (``Index.write`` grows on ``MapFullError``)."""
     per_row = 2048 + 2 * (64 + 9 * len(parsed.table.keys))  # record, index and table bytes
     if parsed.packed is not None:
-        evidence = sum(map(len, parsed.packed.ev_values))
+        evidence = sum(len(value) for _, value in parsed.packed.evidence)
         need = evidence + per_row * len(parsed.packed.names)
     else:
         need = sum(len(b) for b in parsed.evidence.values()) + per_row * len(parsed.trials)
@@ -297,16 +333,9 @@ def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> Imp
     _put_dictionary(txn, parsed)
     if parsed.packed is not None and not _has_trials(txn, job_id):
         return _store_packed(txn, parsed, previous)
-    new_names = set()
-    evidence: list[tuple[bytes, bytes]] = []
-    for trial in parsed.trials:
-        if trial.evidence:
-            blob = parsed.evidence.get(trial.evidence)
-            if blob is not None:
-                entry = encode_entry(trial.evidence_dict, blob, trial.evidence_bytes)
-                evidence.append((trial.evidence.encode(), entry))
-        new_names.add(trial.trial_name)
+    evidence = [(k.encode(), value) for k, value in parsed.evidence.items()]
     _put_encoded(txn, "evidence", evidence, overwrite=False)  # kept evidence is never replaced
+    new_names = {trial.trial_name for trial in parsed.trials}
     stored_as = previous or record  # the job the stored records were written for
     old = [
         t
@@ -316,20 +345,16 @@ def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> Imp
     everything = old + list(parsed.trials)
     record_reward_key(everything, key)
     if old:
-        before = {t.trial_name: (t.attempt, t.reward_key) for t in old}
         assign_attempts(everything)
         table = table_from_records(everything, key, jobs=[job_id])
-        changed = [  # new records and those whose attempt or key changed
-            t for t in everything if before.get(t.trial_name) != (t.attempt, t.reward_key)
-        ]
-        if stored_as.path != record.path:  # stored result paths are relative to the job's
-            changed = everything
     else:  # the parsed trials alone: attempts and table as read_job made them
         table = parsed.table
-        changed = everything
-    prefix = f"{job_id}/"
-    rows = [((prefix + t.trial_name).encode(), encode_stored(t, record.path, key)) for t in changed]
-    _put_encoded(txn, "trials", rows)
+    # every record rewritten, in packs by trial name (attempts may have changed anywhere)
+    _delete_trials(txn, job_id)
+    everything.sort(key=_TRIAL_NAME)
+    names = [t.trial_name for t in everything]
+    records = [encode_stored(t, record.path, key) for t in everything]
+    _put_encoded(txn, "trial_packs", _trial_packs(job_id, names, records))
     txn.put("reward_tables", job_id, table.to_bytes())
     codes: Counter[str] = Counter(t.failure for t in everything if t.failure)
     for code in ("result_unreadable", "job_result_missing_partial", "trial_count_mismatch"):
@@ -377,8 +402,44 @@ def _put_dictionary(txn: Txn, parsed: ImportedJob) -> None:
 
 
 def _has_trials(txn: Txn, job_id: str) -> bool:
-    """Whether the store holds trial records of ``job_id``."""
-    return next(iter(txn.items("trials", f"{job_id}/")), None) is not None
+    """Whether the store holds trial records of ``job_id`` (packs, or older single records)."""
+    prefix = f"{job_id}/"
+    return any(next(txn.raw_items(db, prefix), None) for db in _TRIAL_DBS)
+
+
+_TRIAL_DBS = ("trial_packs", "trials")  # a job's trial records: packs; older stores: one each
+_TRIAL_NAME = operator.attrgetter("trial_name")
+
+
+def _delete_trials(txn: Txn, job_id: str) -> None:
+    """Remove every trial record of ``job_id`` (both layouts)."""
+    prefix = f"{job_id}/"
+    for db in _TRIAL_DBS:
+        for key in [key for key, _ in txn.raw_items(db, prefix)]:
+            txn._txn.delete(key, db=txn._dbs[db])
+
+
+def _pack_key(job_id: str, first_name: str) -> bytes:
+    """The ``trial_packs`` key of a pack whose first record is trial ``first_name``."""
+    return f"{job_id}/{first_name}".encode()
+
+
+def _trial_packs(job_id: str, names: list[str], records: list[bytes]) -> list[tuple[bytes, bytes]]:
+    """``(key, pack)`` items holding ``records`` (stored form; their trial ``names`` alike)
+    by trial name, :data:`PACK` per pack: a job's packs depend on its records alone, not on
+    how they were read or written."""
+    if not _increasing(names):
+        order = sorted(range(len(names)), key=names.__getitem__)
+        names, records = [names[i] for i in order], [records[i] for i in order]
+    return [
+        (_pack_key(job_id, names[start]), encode_trial_pack(records[start : start + PACK]))
+        for start in range(0, len(records), PACK)
+    ]
+
+
+def _increasing(names: list[str]) -> bool:
+    """Whether ``names`` are strictly increasing."""
+    return all(map(str.__lt__, names, islice(names, 1, None)))
 
 
 def _store_packed(
@@ -393,7 +454,7 @@ def _store_packed(
     if rows:
         # kept evidence is never replaced
         _put_encoded(txn, "evidence", packed.evidence, overwrite=False)
-        _put_encoded(txn, "trials", list(zip(packed.keys, packed.records, strict=True)))
+        _put_encoded(txn, "trial_packs", _trial_packs(job_id, packed.names, packed.records))
     txn.put("reward_tables", job_id, packed.table.to_bytes())
     codes: Counter[str] = Counter(packed.failures)
     for code in ("result_unreadable", "job_result_missing_partial", "trial_count_mismatch"):
@@ -542,9 +603,18 @@ def _verified_table(data: bytes) -> RewardTable:
 def stored_trial(
     key: bytes, raw: bytes, job_id: str, path: str | None, reward_key: str
 ) -> TrialRecord:
-    """The trial record stored as ``raw`` at ``key`` of job ``job_id`` (see
-    :func:`decode_stored`). Raises :class:`CorruptStoreError` when it does not decode."""
+    """The trial record stored as ``raw`` at ``key`` of ``trials`` (older stores: one record
+    per trial) of job ``job_id`` (see :func:`decode_stored`). Raises
+    :class:`CorruptStoreError` when it does not decode."""
     return decode("trials", key, decode_stored, raw, job_id, path, reward_key)
+
+
+def stored_pack(
+    key: bytes, raw: bytes, job_id: str, path: str | None, reward_key: str
+) -> list[TrialRecord]:
+    """The trial records of the pack stored as ``raw`` at ``key`` of ``trial_packs`` (see
+    :func:`decode_trial_pack`). Raises :class:`CorruptStoreError` when it does not decode."""
+    return decode("trial_packs", key, decode_trial_pack, raw, job_id, path, reward_key)
 
 
 def jobs(store: Store) -> list[JobRecord]:
@@ -597,27 +667,50 @@ def trial_records(store: Store, job: str) -> list[TrialRecord]:
 
 def _stored_trials(txn: Txn, job_id: str, path: str | None, reward_key: str) -> list[TrialRecord]:
     """The stored trial records of ``job_id`` (by trial name), decoded for the job record's
-    ``path`` and ``reward_key`` (see :func:`stored_trial`)."""
-    return [
+    ``path`` and ``reward_key`` (see :func:`stored_pack`, :func:`stored_trial`)."""
+    prefix = f"{job_id}/"
+    records = [
         stored_trial(key, raw, job_id, path, reward_key)
-        for key, raw in txn.raw_items("trials", f"{job_id}/")
+        for key, raw in txn.raw_items("trials", prefix)
     ]
+    for key, raw in txn.raw_items("trial_packs", prefix):
+        records += stored_pack(key, raw, job_id, path, reward_key)
+    records.sort(key=_TRIAL_NAME)  # packs hold trials in directory order
+    return records
 
 
-def evidence_bytes(store: Store, digest: str) -> bytes:
-    """The raw result.json bytes kept as evidence under ``digest`` (decompressed).
-    UnknownReferenceError when there is none; CorruptStoreError when it does not decode."""
+def evidence_bytes(store: Store, ref: str) -> bytes:
+    """The raw result.json bytes kept as evidence under ``ref`` (a trial's
+    ``TrialRecord.evidence``: ``<pack key>#<index>``, or an older store's entry key),
+    decompressed. UnknownReferenceError when there is none (or ``ref`` is malformed);
+    CorruptStoreError when it does not decode."""
+    try:
+        key, index = split_reference(ref)
+    except ValueError as error:
+        raise UnknownReferenceError(ref, str(error).removeprefix(f"{ref}: ")) from error
 
     def body(txn: Txn) -> bytes:
-        entry = txn.get("evidence", digest)
-        if entry is None:
-            raise UnknownReferenceError(digest, "no evidence with that digest")
-        return decode("evidence", digest, _decompress_entry, txn, entry)
+        value = txn.get("evidence", key)
+        if value is None:
+            raise UnknownReferenceError(ref, "no evidence with that digest")
+        if index is not None and index >= decode("evidence", key, _frame_count, value):
+            raise UnknownReferenceError(ref, "the evidence pack has no frame with that index")
+        return decode("evidence", key, _decompress, txn, value, index)
 
     return store.index.read(body)
 
 
-def _decompress_entry(txn: Txn, entry: dict[str, Any]) -> bytes:
-    """The raw bytes of an ``evidence`` entry, with its zstd dictionary when it names one."""
-    dictionary = txn.get("zstd_dicts", entry["dict"]) if entry.get("dict") else None
-    return decompress(entry["data"], dictionary)
+def _frame_count(value: dict[str, Any]) -> int:
+    """How many frames the decoded evidence pack ``value`` holds."""
+    return len(value["frames"])
+
+
+def _decompress(txn: Txn, value: dict[str, Any], index: int | None) -> bytes:
+    """The raw bytes of an ``evidence`` entry or pack frame (see :func:`frame_of`), with its
+    zstd dictionary when it names one."""
+    frame, name, size = frame_of(value, index)
+    dictionary = txn.get("zstd_dicts", name) if name else None
+    data = decompress(frame, dictionary)
+    if len(data) != size:
+        raise ValueError(f"{len(data)} bytes decompressed, {size} recorded")
+    return data
