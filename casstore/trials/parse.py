@@ -68,14 +68,6 @@ class _Context(msgspec.Struct, gc=False):
     cost_usd: float | None = None
 
 
-class _AgentConfig(msgspec.Struct, gc=False):
-    model_name: str | None = None
-
-
-class _Config(msgspec.Struct, gc=False):
-    agent: _AgentConfig | None = None
-
-
 _ABSENT = msgspec.Raw(b"")
 
 
@@ -93,7 +85,6 @@ class _Result(msgspec.Struct, gc=False):
     trial_name: str
     id: str | None = None
     source: str | None = None
-    config: _Config | None = None
     agent_info: _AgentInfo | None = None
     agent_result: _Context | None = None
     verifier_result: msgspec.Raw = _ABSENT
@@ -470,9 +461,6 @@ def _lenient(data: bytes) -> _Result:
         trial_name=trial_name,
         id=_str(obj.get("id")),
         source=_str(obj.get("source")),
-        config=_Config(
-            agent=_AgentConfig(model_name=_str(_get(obj, "config", "agent", "model_name")))
-        ),
         agent_info=_agent_info(obj.get("agent_info")),
         agent_result=_context(obj.get("agent_result")),
         verifier_result=_raw(obj, "verifier_result"),
@@ -487,14 +475,6 @@ def _lenient(data: bytes) -> _Result:
         if isinstance(steps, list)
         else None,
     )
-
-
-def _get(obj: Any, *path: str) -> Any:
-    for part in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(part)
-    return obj
 
 
 def _str(value: Any) -> str | None:
