@@ -133,7 +133,7 @@ def test_flipped_job_record(imported, capsys) -> None:
 
 def test_flipped_trial_record(imported, capsys, tmp_path: Path) -> None:
     store_dir, job = imported
-    key = f"{job}/t0__0"  # the job's one trial pack, named after its first trial
+    key = f"{job}/00000000"  # the job's one trial pack
     raw = _raw(store_dir, "trial_packs", key)
     _flip(store_dir, "trial_packs", key, raw.index(b"t1__4"))  # 't' becomes a bad UTF-8 byte
     output = str(tmp_path / "out.jsonl")
@@ -150,7 +150,7 @@ def test_missing_evidence_and_trial_record(imported, capsys) -> None:
     store_dir, job = imported
     with Store(store_dir, create=False) as store:
         records = store.trial_records(job)
-    pack = f"{job}/{records[0].trial_name}"
+    pack = f"{job}/00000000"
     stored = msgspec.msgpack.decode(_raw(store_dir, "trial_packs", pack))
     with Store(store_dir, create=False) as store:
 
@@ -162,11 +162,12 @@ def test_missing_evidence_and_trial_record(imported, capsys) -> None:
 
         store.index.write(damage)
     problems = _fsck_problems(capsys, store_dir)
-    assert len(problems) == 2 * (TRIALS - 1) + 1  # the pack and the dictionary per trial
+    assert len(problems) == 2 * (TRIALS - 1) + 2  # the pack and the dictionary per trial
     for record in records[1:]:
         ref = f"{job}/{record.trial_name}"
         assert problems.count(("missing_evidence", ref)) == 2
     assert ("corrupt_reward_table", job) in problems  # 20 rows, 19 trial records
+    assert ("corrupt_job", job) in problems  # 20 trial names in the job record
 
 
 @pytest.mark.parametrize("damage", ["flipped", "frames"])
@@ -192,7 +193,9 @@ def test_corrupt_evidence_pack(imported, capsys, damage: str) -> None:
                 [encode_stored(r, record.path, record.reward_key) for r in records]
             )
             store.index.write(
-                lambda txn: txn._txn.put(f"{job}/t0__0".encode(), pack, db=txn._dbs["trial_packs"])
+                lambda txn: txn._txn.put(
+                    f"{job}/00000000".encode(), pack, db=txn._dbs["trial_packs"]
+                )
             )
         hurt = records[:1]
     problems = _fsck_problems(capsys, store_dir)

@@ -117,6 +117,11 @@ class Txn:
         raw = self._txn.get(key.encode(), db=self._dbs[db])
         return None if raw is None else decode(db, key, unpack, raw)
 
+    def raw_get(self, db: str, key: str) -> bytes | memoryview | None:
+        """The stored bytes at ``key`` of ``db`` (undecoded) or None: a memoryview into the
+        map, valid within this transaction, when it was begun with ``buffers``."""
+        return self._txn.get(key.encode(), db=self._dbs[db])
+
     def has(self, db: str, key: str) -> bool:
         """Whether ``key`` of ``db`` holds a value (nothing decoded)."""
         return self._txn.get(key.encode(), db=self._dbs[db]) is not None
@@ -227,11 +232,13 @@ class Index:
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)
 
-    def read(self, body: Callable[[Txn], T]) -> T:
-        """Run ``body(txn)`` in one read-only transaction (a consistent snapshot)."""
+    def read(self, body: Callable[[Txn], T], buffers: bool = False) -> T:
+        """Run ``body(txn)`` in one read-only transaction (a consistent snapshot); with
+        ``buffers``, :meth:`Txn.raw_get` gives views into the map instead of copies (for big
+        values; never to be kept beyond ``body``)."""
         while True:
             try:
-                with self.env.begin(write=False) as txn:
+                with self.env.begin(write=False, buffers=buffers) as txn:
                     return body(Txn(txn, self.dbs))
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)

@@ -1,13 +1,16 @@
 """What ``casstore fsck`` checks of imported jobs (read only, one read transaction).
 
-For every job record of the ``jobs`` database: every trial pack (and older single trial
-record) under ``<job id>/`` decodes (``corrupt_trial``); the job's reward table loads
-with every column's CRC-32 verified, the lazily checked name columns included, passes
-:meth:`RewardTable.validate` and has one row per trial record (``corrupt_reward_table``); and,
-for a job read from its job directory (its record has ``imported_at``), every trial's evidence
-and zstd dictionary exist (``missing_evidence``) and every evidence pack a trial references
-hashes to its key and holds the trial's frame (``corrupt_evidence``; older per-file entries
-are looked up only). Trials imported only from saved-trials files keep their evidence where
+For every job record of the ``jobs`` database: the record decodes (``corrupt_job``); every
+trial pack (and older single trial record) of the job decodes, no pack is empty and no trial
+name is stored twice (``corrupt_trial``); the job record's trial count and names are those of
+the stored records (``corrupt_job``); the job's reward table loads with every column's CRC-32
+verified, the lazily checked name columns included, passes :meth:`RewardTable.validate` and
+has one row per trial record (``corrupt_reward_table``; the row count is not compared when a
+pack does not decode: its record count is unknown); and, for a job read from its job
+directory (its record has ``imported_at``), every trial's evidence and zstd dictionary exist
+(``missing_evidence``), and every evidence pack a trial references hashes to its key and
+holds the trial's frame, every dictionary to its id (``corrupt_evidence``; older per-file
+entries are looked up only). Trials imported only from saved-trials files keep their evidence where
 it was (see :func:`casstore.trials.store.import_records`), so their evidence is not looked up.
 
 Problems are ``(kind, ref, message)``: ``ref`` is the job id, or ``<job id>/<trial name>`` for
@@ -21,9 +24,9 @@ from typing import NamedTuple
 
 from casstore.errors import CorruptStoreError
 from casstore.store.index import Txn, decode, unpack
-from casstore.trials.evidence import entry_key, split_reference
+from casstore.trials.evidence import dictionary_id, entry_key, frame_count, split_reference
 from casstore.trials.records import JobRecord, TrialRecord
-from casstore.trials.store import stored_job, stored_pack, stored_table, stored_trial
+from casstore.trials.store import job_packs, stored_job, stored_pack, stored_table, stored_trial
 
 __all__ = ["JobsCheck", "Problem", "check_jobs"]
 
@@ -55,11 +58,13 @@ def check_jobs(txn: Txn) -> JobsCheck:
         job_id = key.decode(errors="backslashreplace")
         record = _job(job_id, raw, result.problems)
         trials = _check_trials(txn, job_id, record, result.problems)
-        table = _table_problem(txn, job_id, trials)
+        if trials.complete and record is not None:
+            result.problems += _record_problems(job_id, record, trials.names)
+        table = _table_problem(txn, job_id, len(trials.names) if trials.complete else None)
         if table is not None:
             result.problems.append(table)
         result.jobs += 1
-        result.trials += trials
+        result.trials += len(trials.names)
     return result
 
 
@@ -72,29 +77,49 @@ def _job(job_id: str, raw: bytes, problems: list[Problem]) -> JobRecord | None:
         return None
 
 
-def _check_trials(txn: Txn, job_id: str, record: JobRecord | None, problems: list[Problem]) -> int:
-    """Decode every trial pack and record of ``job_id`` (``corrupt_trial``) and, for a job read
-    from its directory, check its evidence (:func:`_evidence_problems`); returns how many
-    records there are (those of a damaged pack as its array header counts them). One pack
-    or record is decoded at a time, never all kept."""
+class _Trials(NamedTuple):
+    """The trial names of a job's decoded records, and whether every stored record decoded."""
+
+    names: list[str]
+    complete: bool
+
+
+def _check_trials(
+    txn: Txn, job_id: str, record: JobRecord | None, problems: list[Problem]
+) -> _Trials:
+    """Decode every trial pack and older single record of ``job_id`` (``corrupt_trial``: a
+    damaged or empty pack, a trial name stored twice) and, for a job read from its directory,
+    check its evidence (:class:`_EvidenceCheck`). One pack or record is decoded at a time,
+    never all kept."""
     path, reward_key = (record.path, record.reward_key) if record else (None, "")
     evidence = _EvidenceCheck(txn) if record is not None and record.imported_at else None
-    count = 0
-    prefix = f"{job_id}/"
-    for db, decoder in (("trials", _single), ("trial_packs", stored_pack)):
-        for key, raw in txn.raw_items(db, prefix):
+    names: list[str] = []
+    where: dict[str, str] = {}  # trial name -> the pack or record holding it
+    complete = True
+    for db, items, decoder in (
+        ("trials", txn.raw_items("trials", f"{job_id}/"), _single),
+        ("trial_packs", job_packs(txn, job_id), stored_pack),
+    ):
+        for key, raw in items:
+            ref = f"{db}/{key.decode(errors='backslashreplace')}"
             try:
                 trials = decoder(key, raw, job_id, path, reward_key)
             except CorruptStoreError as error:
-                ref = key.decode(errors="backslashreplace")
-                problems.append(Problem("corrupt_trial", ref, str(error)))
-                count += 1 if db == "trials" else _declared_length(raw)
+                problems.append(Problem("corrupt_trial", ref.partition("/")[2], str(error)))
+                complete = False
                 continue
-            count += len(trials)
-            if evidence is not None:
-                for trial in trials:
+            if not trials:
+                problems.append(Problem("corrupt_trial", ref.partition("/")[2], f"{ref}: empty"))
+            for trial in trials:
+                name = trial.trial_name
+                if name in where:
+                    message = f"{ref}: trial {name!r} stored twice (also in {where[name]})"
+                    problems.append(Problem("corrupt_trial", f"{job_id}/{name}", message))
+                where[name] = ref
+                names.append(name)
+                if evidence is not None:
                     problems.extend(evidence.problems(trial))
-    return count
+    return _Trials(names, complete)
 
 
 def _single(
@@ -104,12 +129,18 @@ def _single(
     return [stored_trial(key, raw, job_id, path, reward_key)]
 
 
-def _declared_length(raw: bytes) -> int:
-    """The item count in the msgpack array header of a (damaged) trial pack; 0 if none."""
-    if raw[:1] and 0x90 <= raw[0] <= 0x9F:
-        return raw[0] & 0x0F
-    width = {b"\xdc": 2, b"\xdd": 4}.get(raw[:1])
-    return int.from_bytes(raw[1 : 1 + width], "big") if width and len(raw) > width else 0
+def _record_problems(job_id: str, record: JobRecord, names: list[str]) -> list[Problem]:
+    """``corrupt_job`` when the job record's trial count or trial names are not those of the
+    stored trial records."""
+    if record.trials == len(names) and sorted(record.trial_names) == sorted(names):
+        return []
+    message = (
+        f"jobs/{job_id}: the job record lists {record.trials} trials "
+        f"({len(record.trial_names)} names), the store holds {len(names)} trial records"
+    )
+    if record.trials == len(names):
+        message += " of other names"
+    return [Problem("corrupt_job", job_id, message)]
 
 
 class _EvidenceCheck:
@@ -119,7 +150,7 @@ class _EvidenceCheck:
     def __init__(self, txn: Txn) -> None:
         self.txn = txn
         self.values: dict[str, tuple[str | None, int]] = {}  # key -> (problem, frames)
-        self.dictionaries: dict[str, bool] = {}
+        self.dictionaries: dict[str, str | None] = {}  # id -> problem
 
     def problems(self, trial: TrialRecord) -> list[Problem]:
         """``missing_evidence`` when the trial's evidence (pack or entry) or its zstd
@@ -145,15 +176,30 @@ class _EvidenceCheck:
         name = trial.evidence_dict
         if name:
             if name not in self.dictionaries:
-                self.dictionaries[name] = self.txn.has("zstd_dicts", name)
-            if not self.dictionaries[name]:
-                found.append(Problem("missing_evidence", ref, f"zstd_dicts/{name}: missing"))
+                self.dictionaries[name] = self._dictionary(name)
+            problem = self.dictionaries[name]
+            if problem is not None:
+                kind = "missing_evidence" if problem.endswith(": missing") else "corrupt_evidence"
+                found.append(Problem(kind, ref, problem))
         return found
+
+    def _dictionary(self, name: str) -> str | None:
+        """The problem of the zstd dictionary ``name`` (missing; bytes not hashing to its
+        id), or None."""
+        try:
+            data = self.txn.get("zstd_dicts", name)
+        except CorruptStoreError as error:
+            return str(error)
+        if data is None:
+            return f"zstd_dicts/{name}: missing"
+        if not isinstance(data, bytes) or dictionary_id(data) != name:
+            return f"zstd_dicts/{name}: the dictionary's bytes do not hash to its id"
+        return None
 
     def _value(self, key: str, pack: bool) -> tuple[str | None, int]:
         """``(problem or None, frame count)`` of the evidence value at ``key`` (a pack's
         digest and frames checked; an entry's presence only)."""
-        raw = self.txn._txn.get(key.encode(), db=self.txn._dbs["evidence"])
+        raw = self.txn.raw_get("evidence", key)
         if raw is None:
             return f"evidence/{key}: missing", 0
         if not pack:
@@ -161,21 +207,13 @@ class _EvidenceCheck:
         if entry_key(raw) != key:
             return f"evidence/{key}: the pack's bytes hash to {entry_key(raw)}", 0
         try:
-            frames = decode("evidence", key, _frame_count, raw)
+            frames = decode("evidence", key, frame_count, raw)
         except CorruptStoreError as error:
             return str(error), 0
         return None, frames
 
 
-def _frame_count(raw: bytes) -> int:
-    """How many frames the evidence pack ``raw`` holds (raises when it is no pack)."""
-    value = unpack(raw)
-    if len(value["frames"]) != len(value["sizes"]):
-        raise ValueError(f"{len(value['frames'])} frames, {len(value['sizes'])} sizes")
-    return len(value["frames"])
-
-
-def _table_problem(txn: Txn, job_id: str, trials: int) -> Problem | None:
+def _table_problem(txn: Txn, job_id: str, trials: int | None) -> Problem | None:
     """A ``corrupt_reward_table`` problem when the job's table is missing, does not load or
     verify, or has other than ``trials`` rows; else None."""
     try:
@@ -186,7 +224,7 @@ def _table_problem(txn: Txn, job_id: str, trials: int) -> Problem | None:
         decode("reward_tables", job_id, table.validate)
     except CorruptStoreError as error:
         return Problem("corrupt_reward_table", job_id, str(error))
-    if len(table) != trials:
+    if trials is not None and len(table) != trials:
         message = f"reward_tables/{job_id}: {len(table)} rows, {trials} trial records"
         return Problem("corrupt_reward_table", job_id, message)
     return None

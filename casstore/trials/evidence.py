@@ -20,7 +20,6 @@ of the raw result.json); :func:`frame_of` reads both kinds.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 import msgspec
 import zstandard
@@ -34,6 +33,7 @@ __all__ = [
     "encode_entry",
     "encode_evidence_pack",
     "entry_key",
+    "frame_count",
     "frame_of",
     "reference",
     "split_reference",
@@ -73,7 +73,10 @@ class Evidence:
         self.dictionary = dictionary
         self.id = dictionary_id(dictionary) if dictionary is not None else None
         dict_data = zstandard.ZstdCompressionDict(dictionary) if dictionary is not None else None
-        self._compressor = zstandard.ZstdCompressor(level=LEVEL, dict_data=dict_data)
+        # each frame carries its content checksum: a damaged frame fails to decompress
+        self._compressor = zstandard.ZstdCompressor(
+            level=LEVEL, dict_data=dict_data, write_checksum=True
+        )
 
     def compress(self, data: bytes) -> bytes:
         """``data`` zstd-compressed (with the dictionary when there is one)."""
@@ -149,12 +152,37 @@ def split_reference(ref: str) -> tuple[str, int | None]:
     return key, int(index)
 
 
-def frame_of(value: dict[str, Any], index: int | None) -> tuple[bytes, str | None, int]:
-    """``(zstd frame, dictionary id or None, raw size)`` of a decoded ``evidence`` value: an
-    entry (``index`` None) or frame ``index`` of a pack. Raises ``KeyError``/``IndexError``/
-    ``TypeError`` when the value is not of that kind (or the pack has no such frame)."""
+def frame_of(value: bytes | memoryview, index: int | None) -> tuple[bytes, str | None, int]:
+    """``(zstd frame, dictionary id or None, raw size)`` of a stored ``evidence`` value: an
+    entry (``index`` None) or frame ``index`` of a pack, whose other frames are skipped, not
+    copied. Raises ``IndexError`` when the pack has no such frame, ``msgspec`` errors when
+    the value is not of that kind."""
     if index is None:
-        return value["data"], value["dict"], value["size"]
-    if index < 0:
-        raise IndexError(index)
-    return value["frames"][index], value["dict"], value["sizes"][index]
+        entry = _ENTRY_DECODER.decode(value)
+        return entry.data, entry.dict, entry.size
+    pack = _PACK_VIEW_DECODER.decode(value)
+    if not 0 <= index < len(pack.frames) or len(pack.frames) != len(pack.sizes):
+        raise IndexError(f"no frame {index} of {len(pack.frames)}")
+    return _BYTES_DECODER.decode(pack.frames[index]), pack.dict, pack.sizes[index]
+
+
+class _PackView(msgspec.Struct, gc=False):
+    """An evidence pack whose frames stay undecoded (views of the stored bytes)."""
+
+    dict: str | None
+    frames: list[msgspec.Raw]
+    sizes: list[int]
+
+
+_ENTRY_DECODER = msgspec.msgpack.Decoder(_Entry)
+_PACK_VIEW_DECODER = msgspec.msgpack.Decoder(_PackView)
+_BYTES_DECODER = msgspec.msgpack.Decoder(bytes)
+
+
+def frame_count(value: bytes | memoryview) -> int:
+    """How many frames the stored evidence pack ``value`` holds (``msgspec`` errors when it
+    is no pack, ``ValueError`` when its frames and sizes differ in number)."""
+    pack = _PACK_VIEW_DECODER.decode(value)
+    if len(pack.frames) != len(pack.sizes):
+        raise ValueError(f"{len(pack.frames)} frames, {len(pack.sizes)} sizes")
+    return len(pack.frames)

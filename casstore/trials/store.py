@@ -1,7 +1,7 @@
 """Imported jobs in a store's LMDB index (what ``Store.import_jobs`` and friends do).
 
 Databases (keys UTF-8, values msgpack): ``jobs`` (job id → :class:`JobRecord`),
-``trial_packs`` (``<job id>/<first trial name>`` → a **trial pack**: the array of up to
+``trial_packs`` (``<job id>/<pack number, 8 digits>`` → a **trial pack**: the array of up to
 :data:`PACK` trial records (:class:`TrialRecord`, by trial name) in their stored form, each
 an array without what the job record implies, see
 :func:`~casstore.trials.records.encode_trial_pack`),
@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,7 +49,7 @@ import msgspec
 
 from casstore.errors import UnknownReferenceError, UsageError
 from casstore.store.index import Txn, decode
-from casstore.trials.evidence import decompress, frame_of, split_reference
+from casstore.trials.evidence import decompress, frame_count, frame_of, split_reference
 from casstore.trials.jobs import (
     ImportedJob,
     _subdir_names,
@@ -84,6 +84,7 @@ __all__ = [
     "evidence_bytes",
     "import_jobs",
     "import_records",
+    "job_packs",
     "job_record",
     "jobs",
     "reward_table",
@@ -220,6 +221,8 @@ class _Stream:
         self.failed = False
         self.names: list[str] = []  # records not yet in a pack, and their trial names
         self.records: list[bytes] = []
+        self.last: str | None = None  # the trial name of the last record added
+        self.packs = 0  # packs written
 
     def start(self, trials: int) -> None:
         env = self.index.env
@@ -238,26 +241,26 @@ class _Stream:
         if self.failed or self.txn is None or not chunk.records:
             return
         names = chunk.names
-        if (self.names and names[0] <= self.names[-1]) or not _increasing(names):
+        if (self.last is not None and names[0] <= self.last) or not _increasing(names):
             self.failed = True  # the usual path sorts them
             return
+        self.last = names[-1]
         self.names += names
         self.records += chunk.records
-        try:  # kept evidence is never replaced
-            self.txn.put(
-                chunk.ev_key, chunk.ev_pack, db=self.index.dbs["evidence"], overwrite=False
-            )
-            self._write_packs(full_only=True)
+        try:
+            txn = Txn(self.txn, self.index.dbs)
+            _put_evidence(txn, [(chunk.ev_key, chunk.ev_pack)])
+            self._write_packs(txn, full_only=True)
         except lmdb.Error:
             self.failed = True
 
-    def _write_packs(self, full_only: bool) -> None:
+    def _write_packs(self, txn: Txn, full_only: bool) -> None:
         """Write the buffered records in packs (only full ones when ``full_only``)."""
         count = len(self.records) - len(self.records) % PACK if full_only else len(self.records)
         if count:
-            txn = Txn(self.txn, self.index.dbs)
-            packs = _trial_packs(self.job_id, self.names[:count], self.records[:count])
+            packs = _trial_packs(self.job_id, self.names[:count], self.records[:count], self.packs)
             _put_encoded(txn, "trial_packs", packs)
+            self.packs += len(packs)
             del self.names[:count], self.records[:count]
 
     def finish(self, parsed: ImportedJob) -> ImportReport | None:
@@ -270,8 +273,8 @@ class _Stream:
             self.abort()
             return None
         try:
-            self._write_packs(full_only=False)
             txn = Txn(self.txn, self.index.dbs)
+            self._write_packs(txn, full_only=False)
             _put_dictionary(txn, parsed)
             report = _store_packed(txn, parsed, None, rows=False)
             self.txn.commit()
@@ -333,8 +336,7 @@ def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> Imp
     _put_dictionary(txn, parsed)
     if parsed.packed is not None and not _has_trials(txn, job_id):
         return _store_packed(txn, parsed, previous)
-    evidence = [(k.encode(), value) for k, value in parsed.evidence.items()]
-    _put_encoded(txn, "evidence", evidence, overwrite=False)  # kept evidence is never replaced
+    _put_evidence(txn, [(k.encode(), value) for k, value in parsed.evidence.items()])
     new_names = {trial.trial_name for trial in parsed.trials}
     stored_as = previous or record  # the job the stored records were written for
     old = [
@@ -403,38 +405,66 @@ def _put_dictionary(txn: Txn, parsed: ImportedJob) -> None:
 
 def _has_trials(txn: Txn, job_id: str) -> bool:
     """Whether the store holds trial records of ``job_id`` (packs, or older single records)."""
-    prefix = f"{job_id}/"
-    return any(next(txn.raw_items(db, prefix), None) for db in _TRIAL_DBS)
+    older = next(txn.raw_items("trials", f"{job_id}/"), None)
+    return older is not None or next(job_packs(txn, job_id), None) is not None
 
 
-_TRIAL_DBS = ("trial_packs", "trials")  # a job's trial records: packs; older stores: one each
 _TRIAL_NAME = operator.attrgetter("trial_name")
 
 
-def _delete_trials(txn: Txn, job_id: str) -> None:
-    """Remove every trial record of ``job_id`` (both layouts)."""
+def job_packs(txn: Txn, job_id: str) -> Iterator[tuple[bytes, bytes]]:
+    """``(key, value)`` of the job's ``trial_packs`` in pack order: the keys
+    ``<job id>/<pack number, 8 digits>`` (another job whose id starts ``<job id>/`` has
+    longer keys)."""
     prefix = f"{job_id}/"
-    for db in _TRIAL_DBS:
-        for key in [key for key, _ in txn.raw_items(db, prefix)]:
+    size = len(prefix.encode()) + _PACK_DIGITS
+    for key, raw in txn.raw_items("trial_packs", prefix):
+        if len(key) == size and key[-_PACK_DIGITS:].isdigit():
+            yield key, raw
+
+
+_PACK_DIGITS = 8
+
+
+def _delete_trials(txn: Txn, job_id: str) -> None:
+    """Remove every trial record of ``job_id`` (packs, and older single records)."""
+    for db, found in (
+        ("trial_packs", job_packs(txn, job_id)),
+        ("trials", txn.raw_items("trials", f"{job_id}/")),
+    ):
+        for key in [key for key, _ in found]:
             txn._txn.delete(key, db=txn._dbs[db])
 
 
-def _pack_key(job_id: str, first_name: str) -> bytes:
-    """The ``trial_packs`` key of a pack whose first record is trial ``first_name``."""
-    return f"{job_id}/{first_name}".encode()
+def _pack_key(job_id: str, number: int) -> bytes:
+    """The ``trial_packs`` key of the job's pack ``number`` (0 first): of a bounded size,
+    whatever the trial names (an LMDB key holds at most 511 bytes)."""
+    return f"{job_id}/{number:0{_PACK_DIGITS}d}".encode()
 
 
-def _trial_packs(job_id: str, names: list[str], records: list[bytes]) -> list[tuple[bytes, bytes]]:
+def _trial_packs(
+    job_id: str, names: list[str], records: list[bytes], first: int = 0
+) -> list[tuple[bytes, bytes]]:
     """``(key, pack)`` items holding ``records`` (stored form; their trial ``names`` alike)
-    by trial name, :data:`PACK` per pack: a job's packs depend on its records alone, not on
-    how they were read or written."""
+    by trial name, :data:`PACK` per pack, numbered from ``first``: a job's packs depend on
+    its records alone, not on how they were read or written."""
     if not _increasing(names):
         order = sorted(range(len(names)), key=names.__getitem__)
-        names, records = [names[i] for i in order], [records[i] for i in order]
+        records = [records[i] for i in order]
     return [
-        (_pack_key(job_id, names[start]), encode_trial_pack(records[start : start + PACK]))
-        for start in range(0, len(records), PACK)
+        (_pack_key(job_id, first + k), encode_trial_pack(records[start : start + PACK]))
+        for k, start in enumerate(range(0, len(records), PACK))
     ]
+
+
+def _put_evidence(txn: Txn, items: list[tuple[bytes, bytes]]) -> None:
+    """Store evidence values at their content digests. A value stored at the same digest is
+    kept unless its bytes differ (damaged: the digest fixes the bytes), then replaced."""
+    db = txn._dbs["evidence"]
+    for key, value in items:
+        kept = not txn._txn.put(key, value, db=db, overwrite=False)
+        if kept and txn._txn.get(key, db=db) != value:
+            txn._txn.put(key, value, db=db)
 
 
 def _increasing(names: list[str]) -> bool:
@@ -452,8 +482,7 @@ def _store_packed(
     assert packed is not None
     job_id, record = parsed.job_id, parsed.record
     if rows:
-        # kept evidence is never replaced
-        _put_encoded(txn, "evidence", packed.evidence, overwrite=False)
+        _put_evidence(txn, packed.evidence)
         _put_encoded(txn, "trial_packs", _trial_packs(job_id, packed.names, packed.records))
     txn.put("reward_tables", job_id, packed.table.to_bytes())
     codes: Counter[str] = Counter(packed.failures)
@@ -673,7 +702,7 @@ def _stored_trials(txn: Txn, job_id: str, path: str | None, reward_key: str) -> 
         stored_trial(key, raw, job_id, path, reward_key)
         for key, raw in txn.raw_items("trials", prefix)
     ]
-    for key, raw in txn.raw_items("trial_packs", prefix):
+    for key, raw in job_packs(txn, job_id):
         records += stored_pack(key, raw, job_id, path, reward_key)
     records.sort(key=_TRIAL_NAME)  # packs hold trials in directory order
     return records
@@ -682,30 +711,26 @@ def _stored_trials(txn: Txn, job_id: str, path: str | None, reward_key: str) -> 
 def evidence_bytes(store: Store, ref: str) -> bytes:
     """The raw result.json bytes kept as evidence under ``ref`` (a trial's
     ``TrialRecord.evidence``: ``<pack key>#<index>``, or an older store's entry key),
-    decompressed. UnknownReferenceError when there is none (or ``ref`` is malformed);
-    CorruptStoreError when it does not decode."""
+    decompressed; only that frame of a pack is read (the value is not copied), its zstd
+    content checksum verified. UnknownReferenceError when there is none (or ``ref`` is
+    malformed); CorruptStoreError when it does not decode."""
     try:
         key, index = split_reference(ref)
     except ValueError as error:
         raise UnknownReferenceError(ref, str(error).removeprefix(f"{ref}: ")) from error
 
     def body(txn: Txn) -> bytes:
-        value = txn.get("evidence", key)
+        value = txn.raw_get("evidence", key)
         if value is None:
             raise UnknownReferenceError(ref, "no evidence with that digest")
-        if index is not None and index >= decode("evidence", key, _frame_count, value):
+        if index is not None and index >= decode("evidence", key, frame_count, value):
             raise UnknownReferenceError(ref, "the evidence pack has no frame with that index")
         return decode("evidence", key, _decompress, txn, value, index)
 
-    return store.index.read(body)
+    return store.index.read(body, buffers=True)
 
 
-def _frame_count(value: dict[str, Any]) -> int:
-    """How many frames the decoded evidence pack ``value`` holds."""
-    return len(value["frames"])
-
-
-def _decompress(txn: Txn, value: dict[str, Any], index: int | None) -> bytes:
+def _decompress(txn: Txn, value: bytes | memoryview, index: int | None) -> bytes:
     """The raw bytes of an ``evidence`` entry or pack frame (see :func:`frame_of`), with its
     zstd dictionary when it names one."""
     frame, name, size = frame_of(value, index)

@@ -1,0 +1,246 @@
+"""Schema 3's packs: trial packs (``trial_packs``, numbered per job, by trial name, however the
+job was read) and evidence packs (content-addressed, frames read one at a time, each with a
+zstd checksum), and what ``fsck`` finds wrong with them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+import casstore.trials.jobs as jobs
+import casstore.trials.store as trial_store
+from casstore.errors import CorruptStoreError
+from casstore.store import Store
+from casstore.store.index import unpack
+from casstore.trials.records import TrialRecord, encode_stored, encode_trial_pack
+from tests.helpers import store_cli
+from tests.test_import import _index_items, _pack_records
+from tests.trials_builder import make_job, trial_json, trial_result, write_trial
+
+JOB = "11111111-2222-3333-4444-555555555555"
+
+
+def _job(
+    root: Path,
+    names: list[str],
+    dirs: list[str] | None = None,
+    tasks: list[str] | None = None,
+    **kwargs,
+) -> Path:
+    """A job of one trial per name (tasks ``tasks``, default ``t<i % 3>``), in directories
+    ``dirs`` (default the names)."""
+    trials = {
+        (dirs or names)[i]: trial_json(
+            trial_result(tasks[i] if tasks else f"t{i % 3}", name, started=i)
+        )
+        for i, name in enumerate(names)
+    }
+    return make_job(root / "job", trials, **kwargs)
+
+
+def _fsck(capsys, store_dir: Path) -> tuple[int, dict]:
+    code, report, _ = store_cli(capsys, store_dir, "fsck", "--json")
+    return code, report
+
+
+def test_pack_keys_are_numbers_whatever_the_trial_names(tmp_path: Path) -> None:
+    """A 600-character trial name (beyond LMDB's 511-byte keys) starting a pack imports, and
+    so does the job after a trial moves it to the start of another pack."""
+    names = [f"a{i:04d}" for i in range(499)] + ["b" * 600]
+    job_dir = _job(tmp_path, names, dirs=[f"d{i:04d}" for i in range(500)])
+    with Store(tmp_path / "store") as store:
+        (first,) = store.import_jobs([job_dir])
+        write_trial(job_dir, "new", trial_json(trial_result("t0", "a0499x")))
+        (second,) = store.import_jobs([job_dir])
+        records = store.trial_records(JOB)
+    assert (first.imported, second.imported, second.trials) == (500, 1, 501)
+    assert [r.trial_name for r in records][-2:] == ["a0499x", "b" * 600]
+    packs = _index_items(tmp_path / "store")["trial_packs"]
+    assert [key.decode() for key, _ in packs] == [f"{JOB}/00000000", f"{JOB}/00000001"]
+    assert [record[0] for record in msgspec.msgpack.decode(packs[1][1])] == ["b" * 600]
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+def test_packs_hold_trials_by_name_however_they_were_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streamed: bool
+) -> None:
+    """Trial names that go back after a pack was written while parsing (the first half of
+    the directories holds the even names, the second half the odd ones) end in packs by
+    name: the layout a re-import or an import without streaming writes."""
+    monkeypatch.setattr(jobs, "CHUNK", 5)
+    monkeypatch.setattr(trial_store, "PACK", 5)  # the buffer is empty after each chunk
+    n = 40
+    names = [f"b{2 * i:03d}" for i in range(n // 2)] + [f"b{2 * i + 1:03d}" for i in range(n // 2)]
+    tasks = [f"t{i // 5}" for i in range(n)]  # one task per chunk: attempts hold, no rewrite
+    dirs = [f"{task}__{i:03d}" for i, task in enumerate(tasks)]
+    job_dir = _job(tmp_path, names, dirs=dirs, tasks=tasks)
+    added: list[int] = []
+    add = trial_store._Stream.add
+    monkeypatch.setattr(
+        trial_store._Stream, "add", lambda self, chunk: (added.append(self.packs), add(self, chunk))
+    )
+    if not streamed:
+
+        class Unstreamed(trial_store._Stream):
+            def add(self, chunk) -> None:
+                self.failed = True
+
+        monkeypatch.setattr(trial_store, "_Stream", Unstreamed)
+    with Store(tmp_path / "store") as store:
+        store.import_jobs([job_dir])
+    packs = _index_items(tmp_path / "store")["trial_packs"]
+    stored = [record[0] for record in _pack_records(packs)]
+    assert stored == sorted(names) and len(packs) == 8  # 40 trials, 5 per pack
+    assert [len(msgspec.msgpack.decode(value)) for _, value in packs] == [5] * 8
+    if streamed:  # packs were written while parsing, before the names went back
+        assert added[:5] == [0, 1, 2, 3, 4]
+
+
+def test_a_job_whose_id_extends_another_keeps_its_own_packs(tmp_path: Path) -> None:
+    """Jobs ``job`` and ``job/x`` (ids from saved trials) each see only their own packs."""
+    from casstore.trials.store import import_records
+
+    def records(job_id: str, n: int) -> list[TrialRecord]:
+        return [
+            TrialRecord(job_id=job_id, trial_name=f"t__{i}", task_name="t", rewards={"reward": 1})
+            for i in range(n)
+        ]
+
+    with Store(tmp_path / "store") as store:
+        import_records(store, "job", records("job", 3), "reward")
+        import_records(store, "job/x", records("job/x", 2), "reward")
+        assert len(store.trial_records("job")) == 3
+        assert len(store.trial_records("job/x")) == 2
+        assert store.fsck().ok
+
+
+def test_evidence_reads_one_frame_and_checks_it(tmp_path: Path) -> None:
+    """A byte flipped inside one frame of an evidence pack is a corrupt store for that
+    frame's trial (zstd's content checksum), never wrong bytes; the other frames read."""
+    names = [f"t__{i:02d}" for i in range(20)]
+    with Store(tmp_path / "store") as store:
+        store.import_jobs([_job(tmp_path, names)])
+        records = store.trial_records(JOB)
+        key = records[0].evidence.partition("#")[0]
+
+        def flip(txn) -> None:
+            raw = bytes(txn.raw_get("evidence", key))
+            frame = unpack(raw)["frames"][3]
+            at = raw.index(frame) + len(frame) // 2
+            damaged = raw[:at] + bytes([raw[at] ^ 0x01]) + raw[at + 1 :]
+            txn._txn.put(key.encode(), damaged, db=txn._dbs["evidence"])
+
+        store.index.write(flip)
+        with pytest.raises(CorruptStoreError) as caught:
+            store.evidence(records[3].evidence)
+        assert caught.value.path == f"evidence/{key}"
+        for record in records[:3] + records[4:]:
+            assert store.evidence(record.evidence) == Path(record.result_path).read_bytes()
+
+
+def test_reimport_repairs_a_damaged_evidence_pack(tmp_path: Path, capsys) -> None:
+    """Evidence packs are kept at their digests; a re-import that reads the same files again
+    (trial names other than their directories' names) replaces a damaged one."""
+    names = [f"t__{i:02d}" for i in range(20)]
+    job_dir = _job(tmp_path, names, dirs=[f"dir{i:02d}" for i in range(20)])
+    with Store(tmp_path / "store") as store:
+        store.import_jobs([job_dir])
+        key = store.trial_records(JOB)[0].evidence.partition("#")[0]
+        good = bytes(store.index.read(lambda txn: txn.raw_get("evidence", key)))
+        damaged = good[:-1] + bytes([good[-1] ^ 0xFF])
+        store.index.write(lambda txn: txn._txn.put(key.encode(), damaged, db=txn._dbs["evidence"]))
+    code, report = _fsck(capsys, tmp_path / "store")
+    assert code == 1 and {p["kind"] for p in report["problems"]} == {"corrupt_evidence"}
+    with Store(tmp_path / "store") as store:
+        (again,) = store.import_jobs([job_dir])
+        assert again.imported == 0
+        assert bytes(store.index.read(lambda txn: txn.raw_get("evidence", key))) == good
+    assert _fsck(capsys, tmp_path / "store")[0] == 0
+
+
+def _store_with(tmp_path: Path, n: int = 20) -> tuple[Path, list[TrialRecord], str]:
+    names = [f"t__{i:02d}" for i in range(n)]
+    with Store(tmp_path / "store") as store:
+        store.import_jobs([_job(tmp_path, names)])
+        records = store.trial_records(JOB)
+    return tmp_path / "store", records, str((tmp_path / "job").resolve())
+
+
+def _put_pack(store_dir: Path, number: int, value: bytes) -> None:
+    with Store(store_dir, create=False) as store:
+        key = f"{JOB}/{number:08d}".encode()
+        store.index.write(lambda txn: txn._txn.put(key, value, db=txn._dbs["trial_packs"]))
+
+
+def test_fsck_finds_a_trial_stored_twice_and_an_empty_pack(tmp_path: Path, capsys) -> None:
+    store_dir, records, path = _store_with(tmp_path)
+    again = encode_trial_pack([encode_stored(records[5], path, "reward")])
+    _put_pack(store_dir, 1, again)
+    _put_pack(store_dir, 2, encode_trial_pack([]))
+    code, report = _fsck(capsys, store_dir)
+    problems = [(p["kind"], p["ref"], p["message"]) for p in report["problems"]]
+    assert code == 1 and report["trials"] == 21
+    assert (
+        "corrupt_trial",
+        f"{JOB}/t__05",
+        f"trial_packs/{JOB}/00000001: trial 't__05' stored twice "
+        f"(also in trial_packs/{JOB}/00000000)",
+    ) in problems
+    assert ("corrupt_trial", f"{JOB}/00000002", f"trial_packs/{JOB}/00000002: empty") in problems
+    assert {kind for kind, _, _ in problems} == {
+        "corrupt_trial",
+        "corrupt_job",
+        "corrupt_reward_table",
+    }
+
+
+def test_fsck_does_not_count_a_damaged_pack(tmp_path: Path, capsys) -> None:
+    """A pack that does not decode is reported once; its records are not counted (its array
+    header may claim any number), so the reward table's rows are not compared."""
+    store_dir, _, _ = _store_with(tmp_path)
+    _put_pack(store_dir, 0, b"\xdd\xff\xff\xff\xff")
+    code, report = _fsck(capsys, store_dir)
+    assert code == 1 and report["trials"] == 0
+    assert [(p["kind"], p["ref"]) for p in report["problems"]] == [
+        ("corrupt_trial", f"{JOB}/00000000")
+    ]
+
+
+def test_fsck_checks_the_job_record_against_its_trials(tmp_path: Path, capsys) -> None:
+    store_dir, _, _ = _store_with(tmp_path)
+    with Store(store_dir, create=False) as store:
+
+        def rename(txn) -> None:
+            record = txn.get("jobs", JOB)
+            record["trial_names"] = [*record["trial_names"][:-1], "t__99"]
+            txn.put("jobs", JOB, record)
+
+        store.index.write(rename)
+    code, report = _fsck(capsys, store_dir)
+    assert code == 1 and [(p["kind"], p["message"]) for p in report["problems"]] == [
+        (
+            "corrupt_job",
+            f"jobs/{JOB}: the job record lists 20 trials (20 names), the store holds 20 "
+            "trial records of other names",
+        )
+    ]
+
+
+def test_fsck_verifies_the_zstd_dictionary(tmp_path: Path, capsys) -> None:
+    store_dir, records, _ = _store_with(tmp_path)
+    name = records[0].evidence_dict
+    assert name is not None
+    with Store(store_dir, create=False) as store:
+
+        def damage(txn) -> None:
+            data = txn.get("zstd_dicts", name)
+            txn.put("zstd_dicts", name, data[:-1] + bytes([data[-1] ^ 0xFF]))
+
+        store.index.write(damage)
+    code, report = _fsck(capsys, store_dir)
+    assert code == 1 and len(report["problems"]) == len(records)
+    assert {(p["kind"], p["message"]) for p in report["problems"]} == {
+        ("corrupt_evidence", f"zstd_dicts/{name}: the dictionary's bytes do not hash to its id")
+    }
