@@ -279,6 +279,78 @@ def test_cli_exit_codes(tmp_path: Path, capsys) -> None:
     assert code in (1, 2)
 
 
+def _job_with_lone_surrogates(tmp_path: Path) -> Path:
+    """A job of three readable trials (one named with an escaped surrogate pair, an emoji)
+    and two whose result.json holds a lone surrogate escape (Harbor's loader refuses both)."""
+    trials = {
+        f"t__{i}": trial_json(trial_result("t", f"t__{i}", {"reward": i % 2})) for i in range(2)
+    }
+    trials["pair__1"] = trial_json(trial_result("pair", "pair__1")).replace(
+        '"trial_name": "pair__1"', r'"trial_name": "pair__\ud83d\ude00"', 1
+    )
+    trials["name__1"] = trial_json(trial_result("name", "name__1")).replace(
+        '"trial_name": "name__1"', r'"trial_name": "name__\ud800x"', 1
+    )
+    trials["key__1"] = trial_json(
+        trial_result("key", "key__1"), r'{"rewards": {"reward": 1.0, "acc\uDC00": 0.5}}'
+    )
+    return make_job(tmp_path / "job", trials)
+
+
+LONE_SURROGATE_DIAGNOSTIC = {
+    "code": "result_unreadable",
+    "count": 2,
+    "trials": [
+        {
+            "trial_dir": "key__1",
+            "reason": "result.json unparseable: lone surrogate in a string (not valid Unicode)",
+        },
+        {
+            "trial_dir": "name__1",
+            "reason": "result.json unparseable: lone surrogate in a string (not valid Unicode)",
+        },
+    ],
+}
+
+
+def test_import_of_lone_surrogates_lists_them_as_unreadable(tmp_path: Path) -> None:
+    job_dir = _job_with_lone_surrogates(tmp_path)
+    with Store(tmp_path / "store") as store:
+        (report,) = store.import_jobs([job_dir])
+        assert (report.trials, report.imported) == (3, 3)
+        assert report.failure_codes == {"result_unreadable": 2}
+        assert [d for d in report.diagnostics if d["code"] == "result_unreadable"] == [
+            LONE_SURROGATE_DIAGNOSTIC
+        ]
+        records = store.trial_records(report.job)
+        assert [r.trial_name for r in records] == ["pair__\U0001f600", "t__0", "t__1"]
+        pair = records[0]
+        assert store.evidence(pair.evidence) == (job_dir / "pair__1" / "result.json").read_bytes()
+        assert store.reward_table(report.job).trials == ["pair__\U0001f600", "t__0", "t__1"]
+        assert store.fsck().ok
+
+
+def test_cli_import_rescore_export_of_lone_surrogates(tmp_path: Path, capsys) -> None:
+    store = tmp_path / "store"
+    job_dir = _job_with_lone_surrogates(tmp_path)
+    code, report, err = call(capsys, store, "import", str(job_dir), "--json")
+    assert (code, err) == (0, "")
+    assert (report["trials"], report["imported"]) == (3, 3)
+    assert report["failure_codes"] == {"result_unreadable": 2}
+    assert LONE_SURROGATE_DIAGNOSTIC in report["diagnostics"]
+    for source in (str(job_dir), report["job"]):
+        code, scored, err = call(capsys, store, "rescore", source, "--json")
+        assert (code, err) == (0, "")
+        assert scored["counts"]["attempts"] == 3
+        assert sorted(t["task"] for t in scored["tasks"]) == ["pair", "t"]
+        out = tmp_path / "out.jsonl"
+        code, text, err = call(capsys, store, "export", source, "-o", str(out))
+        assert (code, err) == (0, "")
+        assert text == f"3 trials of {report['job']} written to {out}\n"
+        names = sorted(item["trial_name"] for item in _lines(out))
+        assert names == ["pair__\U0001f600", "t__0", "t__1"]
+
+
 def test_shutil_copy_of_job_keeps_id(tmp_path: Path) -> None:
     """The job id comes from Harbor's job result.json, not from where the directory is."""
     job_dir = _job(tmp_path)

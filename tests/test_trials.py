@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from casstore.errors import CheckError, UsageError
 from casstore.trials import find_jobs, parse_result, read_job, table_from_records
+from casstore.trials.parse import ResultUnreadable
 from scoring.table import Flag, Kind, RewardTable
 from tests.trials_builder import ABSENT, make_job, trial_json, trial_result
 
@@ -377,6 +378,163 @@ def test_unreadable_results_counted_without_rows(tmp_path: Path) -> None:
     reasons = {t["trial_dir"]: t["reason"] for t in diagnostic["trials"]}
     assert reasons["nofile__1"] == "result.json missing"
     assert "unparseable" in reasons["garbage__1"] and reasons["empty__1"] == "result.json empty"
+
+
+# lone surrogates: unreadable, as for Harbor's loader -------------------------------------------
+
+_SLOT = "__casstore_slot__"
+LONE = "lone surrogate in a string (not valid Unicode)"
+
+
+def _with_string(
+    path: tuple[str | int, ...], json_text: str, *, exception: str | None = None, base: str = ""
+) -> str:
+    """A trial file (``base``, default Harbor's own dump of a new result) whose string at
+    ``path`` is written as ``json_text`` (raw JSON, escapes as given)."""
+    base = base or trial_json(trial_result("t", "t__1", {"reward": 1}, exception=exception))
+    data = json.loads(base)
+    parent = data
+    for part in path[:-1]:
+        parent = parent[part]
+    parent[path[-1]] = _SLOT
+    return json.dumps(data, indent=4).replace(f'"{_SLOT}"', json_text)
+
+
+# (where, the JSON string as written): each holds a surrogate escape without its other half
+LONE_SURROGATES = {
+    "trial_name high": (("trial_name",), r'"t\ud800x"'),
+    "trial_name high at the end, upper case": (("trial_name",), r'"t\uDBFF"'),
+    "agent_info.name low": (("agent_info", "name"), r'"a\udc00"'),
+    "exception_message": (("exception_info", "exception_message"), r'"boom \uDFFF!"'),
+    "low before high": (("source",), r'"\ude00\ud83d"'),
+    "high before a plain escape": (("source",), r'"\ud83d\u0041"'),
+    "high before an escaped backslash": (("source",), r'"\ud83d\\ude00"'),
+    "high then a high": (("source",), r'"\ud83d\ud83d\ude00"'),
+    "after an escaped backslash": (("source",), r'"\\\ud800"'),
+    "halves in two strings": (("config", "trial_name"), r'"\ud83d", "x": "\ude00"'),
+    "field casstore ignores": (("task_checksum",), r'"\udabc"'),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LONE_SURROGATES))
+def test_lone_surrogate_is_unreadable_as_harbor_refuses_it(case: str) -> None:
+    path, written = LONE_SURROGATES[case]
+    text = _with_string(path, written, exception="AgentTimeoutError")
+    with pytest.raises(ValidationError, match=r"surrogate|hex escape"):
+        TrialResult.model_validate_json(text)
+    with pytest.raises(ResultUnreadable) as caught:
+        _parse(text)
+    assert str(caught.value) == LONE
+
+
+def test_lone_surrogate_in_a_reward_key_or_on_the_lenient_path() -> None:
+    base = trial_result("t", "t__1", {"reward": 1})
+    for verifier_text in (
+        r'{"rewards": {"reward": 1, "acc\ud800": 0.5}}',
+        r'{"rewards": {"reward": NaN, "acc\udc00": 0.5}}',  # NaN: the standard-library path
+    ):
+        text = trial_json(base, verifier_text)
+        with pytest.raises(ResultUnreadable) as caught:
+            _parse(text)
+        assert str(caught.value) == LONE
+    # a surrogate's UTF-8 bytes (msgspec refuses them, json.loads would keep them)
+    data = trial_json(base).encode().replace(b'"t__1"', b'"t\xed\xa0\x80"', 1)
+    assert b"\xed\xa0\x80" in data
+    with pytest.raises(ValidationError):
+        TrialResult.model_validate_json(data)
+    with pytest.raises(ResultUnreadable) as caught:
+        parse_result(data, "job")
+    assert str(caught.value) == "a surrogate written as UTF-8 bytes (not valid UTF-8)"
+    # UTF-16 (read by the standard-library path): its escapes are checked too
+    data = _with_string(("trial_name",), r'"t\ud800"').encode("utf-16")
+    with pytest.raises(ResultUnreadable) as caught:
+        parse_result(data, "job")
+    assert str(caught.value) == LONE
+
+
+@pytest.mark.parametrize(
+    ("written", "value"),
+    [
+        (r'"t\ud83d\ude00x"', "t\U0001f600x"),
+        (r'"\uD83D\uDE00"', "\U0001f600"),
+        (r'"\udbff\udfff"', "\U0010ffff"),
+        (r'"t\\ud800"', "t\\ud800"),  # an escaped backslash, then text
+        (r'"\\\\ud800 \u00e9 \uffff"', "\\\\ud800 \u00e9 \uffff"),
+    ],
+)
+def test_surrogate_pairs_and_escaped_backslashes_parse_unchanged(written: str, value: str) -> None:
+    base = trial_json(trial_result("t", "t__1", {"reward": 1}))
+    escaped = _with_string(("trial_name",), written, base=base)
+    plain = _with_string(("trial_name",), json.dumps(value, ensure_ascii=False), base=base)
+    assert TrialResult.model_validate_json(escaped).trial_name == value
+    record = _parse(escaped)
+    assert record.trial_name == value and record == _parse(plain)
+    # same on the standard-library path (a NaN reward)
+    nan = escaped.replace('"reward": 1', '"reward": NaN', 1)
+    assert _parse(nan).trial_name == value
+
+
+_PIECES = ["a", "é", "\\\\", "\\n", '\\"', "\\u0041", "\\u00e9", "\\ud83d", "\\uD83D", "\\ude00"]
+_PIECES += ["\\uDE00", "\\udbff", "\\udfff", "\\udc00", "\\ud7ff", "\\ue000", "u", "d800"]
+_BASE = trial_json(trial_result("t", "t__1", {"reward": 1}))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    source=st.lists(st.sampled_from(_PIECES), max_size=6),
+    name=st.lists(st.sampled_from(_PIECES), max_size=6),
+)
+def test_lone_surrogate_check_agrees_with_harbor(source: list[str], name: list[str]) -> None:
+    """Strings of escapes in a field casstore reads and in one it ignores: the file is
+    unreadable exactly when Harbor's loader refuses it, which is exactly when the standard
+    library decodes a string that cannot be encoded to UTF-8."""
+    text = _with_string(("source",), f'"{"".join(source)}"', base=_BASE)
+    text = _with_string(("config", "trial_name"), f'"{"".join(name)}"', base=text)
+    try:
+        TrialResult.model_validate_json(text)
+        harbor_refuses = False
+    except ValidationError:
+        harbor_refuses = True
+    data = json.loads(text)
+    try:
+        data["source"].encode(), data["config"]["trial_name"].encode()
+        unencodable = False
+    except UnicodeEncodeError:
+        unencodable = True
+    try:
+        record = _parse(text)
+    except ResultUnreadable as error:
+        assert str(error) == LONE
+        refused = True
+    else:
+        assert record.source == data["source"]
+        refused = False
+    assert refused == harbor_refuses == unencodable
+
+
+def test_read_job_lists_lone_surrogates_as_unreadable(tmp_path: Path) -> None:
+    trials = {
+        "ok__1": trial_json(trial_result("ok", "ok__1", {"reward": 1})),
+        "pair__1": trial_json(trial_result("pair", "pair__1", {"reward": 0})).replace(
+            '"trial_name": "pair__1"', r'"trial_name": "pair__\ud83d\ude00"'
+        ),
+        "lone__1": trial_json(trial_result("lone", "lone__1", {"reward": 1})).replace(
+            '"trial_name": "lone__1"', r'"trial_name": "lone\ud800"'
+        ),
+        "agent__1": _with_string(("agent_info", "name"), r'"a\udc00"'),
+    }
+    job = read_job(make_job(tmp_path / "job", trials))
+    assert sorted(r.trial_name for r in job.trials) == ["ok__1", "pair__\U0001f600"]
+    assert job.failure_codes == {"result_unreadable": 2}
+    (diagnostic,) = [d for d in job.diagnostics if d["code"] == "result_unreadable"]
+    assert diagnostic == {
+        "code": "result_unreadable",
+        "count": 2,
+        "trials": [
+            {"trial_dir": "agent__1", "reason": f"result.json unparseable: {LONE}"},
+            {"trial_dir": "lone__1", "reason": f"result.json unparseable: {LONE}"},
+        ],
+    }
 
 
 def test_job_result_missing_and_count_mismatch(tmp_path: Path) -> None:

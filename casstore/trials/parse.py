@@ -5,6 +5,11 @@ Fast path: a partial typed msgspec decode of only the fields scoring and reporti
 refuses (NaN/Infinity literals, unexpected types in a field we read) go through the standard
 library ``json`` and a lenient extraction instead; both paths give the same record.
 
+A file with a lone UTF-16 surrogate in a string (an escape such as ``\\ud800`` without its other
+half, or a surrogate's UTF-8 bytes) is unreadable, as it is for Harbor's own loader: a Python
+string holding one cannot be encoded to UTF-8 again. Only files holding a backslash and such an
+escape (a cheap scan) get the check that tells a lone surrogate from a pair.
+
 Reward validity is decided by Harbor's own model: the raw ``verifier_result`` object is
 validated with ``harbor.models.verifier.result.VerifierResult.model_validate_json`` (cached by
 its bytes), exactly the validation Harbor's ``TrialResult`` applies to that field. Its output
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import msgspec
@@ -259,7 +265,8 @@ def parse_result(
     read.
 
     Raises :class:`ResultUnreadable` when the bytes are not a JSON object with string
-    ``task_name`` and ``trial_name`` (Harbor could not load it either).
+    ``task_name`` and ``trial_name``, or hold a lone surrogate in a string (Harbor could not
+    load it either).
     """
     fields = _fields(data, evidence, evidence_dict, result_path)
     return TrialRecord(job_id, *fields, {REWARD_KEY_METADATA: reward_key})
@@ -283,6 +290,9 @@ def _fields(
 ) -> tuple[Any, ...]:
     """The :class:`TrialRecord` fields of ``data`` from ``trial_name`` to ``result_path``, in
     order (see :func:`parse_result`)."""
+    # a backslash (92, memchr), then a surrogate escape from the first one (they come late)
+    if 92 in data and _SURROGATE_ESCAPE.search(data, data.find(92)) is not None:
+        _refuse_lone_surrogates(data)
     try:
         result = _DECODER.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -441,15 +451,58 @@ if (
     raise ImportError("TrialRecord's fields changed: update _fields' positional tuple")
 
 
+# lone surrogates ----------------------------------------------------------------------------
+
+# An escape of a UTF-16 surrogate (U+D800..U+DFFF), any case: the files that need the check.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+# An escaped backslash (consumed, so that ``\\ud800`` is not read as an escape) or a
+# surrogate escape, its hex digits captured.
+_BACKSLASHES_OR_SURROGATE = re.compile(rb"\\\\|\\u([dD][89a-fA-F][0-9a-fA-F]{2})")
+LONE_SURROGATE = "lone surrogate in a string (not valid Unicode)"
+ENCODED_SURROGATE = "a surrogate written as UTF-8 bytes (not valid UTF-8)"
+
+
+def _refuse_lone_surrogates(data: bytes) -> None:
+    """Raise :class:`ResultUnreadable` when a JSON string in ``data`` holds a surrogate escape
+    that is not half of a pair (a high one, ``\\ud800``..``\\udbff``, immediately followed by a
+    low one, ``\\udc00``..``\\udfff``): Harbor's loader refuses such a file, and the string it
+    would decode to cannot be encoded to UTF-8. Backslashes appear only inside strings in
+    JSON; a file that is not JSON is refused by the decode anyway."""
+    pending = -1  # where a high surrogate's escape ended, waiting for its low half
+    for match in _BACKSLASHES_OR_SURROGATE.finditer(data):
+        digits = match.group(1)
+        code = -1 if digits is None else int(digits, 16)
+        if pending >= 0:
+            if match.start() != pending or not 0xDC00 <= code <= 0xDFFF:
+                raise ResultUnreadable(LONE_SURROGATE)
+            pending = -1
+        elif code >= 0xDC00:
+            raise ResultUnreadable(LONE_SURROGATE)
+        elif code >= 0:
+            pending = match.end()
+    if pending >= 0:
+        raise ResultUnreadable(LONE_SURROGATE)
+
+
 # lenient path -------------------------------------------------------------------------------
 
 
 def _lenient(data: bytes) -> _Result:
     """Standard-library decode (NaN/Infinity literals) with per-field type tolerance."""
-    try:
-        obj = json.loads(data)
+    try:  # json.loads(data), in two steps: the text is checked for surrogates
+        encoding = json.detect_encoding(data)
+        text = data.decode(encoding, "surrogatepass")
+        obj = json.loads(text)
     except (ValueError, RecursionError) as error:
         raise ResultUnreadable(f"not JSON: {error}") from None
+    utf8 = encoding.startswith("utf-8")
+    if not utf8 or not text.isascii():
+        try:  # surrogates written as bytes (msgspec refused them as not UTF-8)
+            encoded = text.encode()
+        except UnicodeEncodeError:
+            raise ResultUnreadable(ENCODED_SURROGATE) from None
+        if not utf8:  # UTF-16/32: the check in _fields saw other bytes
+            _refuse_lone_surrogates(encoded)
     if not isinstance(obj, dict):
         raise ResultUnreadable("not a JSON object")
     task_name, trial_name = obj.get("task_name"), obj.get("trial_name")

@@ -14,7 +14,9 @@ job):
 ``verifier_result_missing``    ``verifier_result`` (or its ``rewards``) is null or absent
 ``trial_exception``            Harbor recorded ``exception_info`` (the reward may survive)
 ``result_unreadable``          a trial directory whose result.json is missing or cannot be
-                               parsed: counted, never a record or a table row
+                               parsed (as for Harbor's loader: not a JSON object, no string
+                               task_name/trial_name, a lone surrogate in a string): counted,
+                               never a record or a table row
 ``job_result_missing_partial`` (job) the job-level result.json is missing or unreadable but
                                trial files were imported
 ``trial_count_mismatch``       (job) trials found differ from what lock.json/result.json/
