@@ -121,6 +121,32 @@ def test_flipped_name_column_is_found_before_any_output(imported, capsys, column
     assert _fsck_problems(capsys, store_dir) == [("corrupt_reward_table", job)]
 
 
+def test_missing_reward_table_is_damage(imported, capsys) -> None:
+    """A job record whose reward table was deleted: corrupt_store (exit 1) naming the table,
+    never the usage error of an unknown job (exit 2)."""
+    store_dir, job = imported
+    with Store(store_dir, create=False) as store:
+        store.index.write(lambda txn: txn.delete("reward_tables", job))
+    rule = "missing (the job record names this job; fsck reports it)"
+    with Store(store_dir, create=False) as store, pytest.raises(CorruptStoreError) as caught:
+        store.reward_table("demo")
+    assert (caught.value.path, caught.value.rule) == (f"reward_tables/{job}", rule)
+    for source in ("demo", job):
+        code, out, err = call(capsys, store_dir, "rescore", source)
+        assert (code, out, err) == (1, "", f"casstore: reward_tables/{job}: {rule}\n")
+        code, out, err = call(capsys, store_dir, "rescore", source, "--json")
+        _assert_one_line(code, out, err, f"reward_tables/{job}")
+        assert out == {
+            "ok": False,
+            "error": {
+                "kind": "corrupt_store",
+                "path": f"reward_tables/{job}",
+                "message": f"reward_tables/{job}: {rule}",
+            },
+        }
+    assert _fsck_problems(capsys, store_dir) == [("corrupt_reward_table", job)]
+
+
 def test_flipped_job_record(imported, capsys) -> None:
     store_dir, job = imported
     raw = _raw(store_dir, "jobs", job)

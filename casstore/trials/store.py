@@ -677,11 +677,16 @@ def _name_of(job_id: str, raw: Any) -> Any:
 
 def reward_table(store: Store, job: str) -> RewardTable:
     """The stored :class:`RewardTable` of a job (by id or name); CorruptStoreError when it is
-    damaged (see :func:`stored_table`)."""
+    damaged (see :func:`stored_table`) or missing (every import writes the job record and its
+    table in one transaction: a job record without a table is damage, not a usage error)."""
+    from casstore.errors import CorruptStoreError
+
     job_id = job_record(store, job).job_id
     data = store.index.read(lambda txn: txn.get("reward_tables", job_id))
     if data is None:
-        raise UnknownReferenceError(job, "the job has no reward table")
+        raise CorruptStoreError(
+            f"reward_tables/{job_id}", "missing (the job record names this job; fsck reports it)"
+        )
     return stored_table(job_id, data)
 
 
