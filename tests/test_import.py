@@ -838,8 +838,9 @@ def _as_schema(store_dir: Path, version: int) -> None:
 @pytest.mark.parametrize("version", [1, 2])
 def test_older_store_is_read_and_upgraded(tmp_path: Path, version: int) -> None:
     """A store written by schema 1 (records as maps) or 2 (one record and one evidence entry
-    per trial) opens as schema 3, its records and evidence read as before, and a re-import
-    that shifts attempts merges old and new records into packs (old evidence kept)."""
+    per trial) opens, its records and evidence read as before (its marker kept), and a
+    re-import that shifts attempts merges old and new records into packs (old evidence kept)
+    and marks it 3."""
     job_dir = _job(tmp_path, 20)  # enough for a zstd dictionary
     with Store(tmp_path / "store") as store:
         (first,) = store.import_jobs([job_dir])
@@ -847,7 +848,7 @@ def test_older_store_is_read_and_upgraded(tmp_path: Path, version: int) -> None:
     assert packed[0].evidence_dict is not None
     _as_schema(tmp_path / "store", version)
     with Store(tmp_path / "store") as store:
-        assert store.index.read(lambda txn: txn.get("meta", "schema")) == 3
+        assert store.index.read(lambda txn: txn.get("meta", "schema")) == version
         before = store.trial_records(first.job)
         assert [msgspec_replace(r, evidence="") for r in before] == [
             msgspec_replace(r, evidence="") for r in packed
@@ -861,8 +862,10 @@ def test_older_store_is_read_and_upgraded(tmp_path: Path, version: int) -> None:
         write_trial(
             job_dir, "t0__new", trial_json(trial_result("t0", "t0__new", {"reward": 1}, started=-5))
         )
+        assert store.index.read(lambda txn: txn.get("meta", "schema")) == version
         (second,) = store.import_jobs([job_dir])
         assert second.imported == 1 and second.trials == 21
+        assert store.index.read(lambda txn: txn.get("meta", "schema")) == 3
         records = {r.trial_name: r for r in store.trial_records(first.job)}
         assert store.evidence(records["t0__new"].evidence).startswith(b"{")
         assert store.fsck().ok
@@ -872,6 +875,91 @@ def test_older_store_is_read_and_upgraded(tmp_path: Path, version: int) -> None:
         assert records[old.trial_name].evidence == old.evidence
     items = _index_items(tmp_path / "store")
     assert not items["trials"] and len(_pack_records(items["trial_packs"])) == 21
+
+
+def _schema_marker(store_dir: Path) -> int:
+    """``meta/schema`` as stored, read with raw lmdb (a read-only environment)."""
+    import lmdb
+
+    from casstore.store.index import unpack
+
+    env = lmdb.open(str(store_dir / "index"), max_dbs=32, readonly=True, lock=False)
+    try:
+        with env.begin() as txn:
+            return unpack(txn.get(b"schema", db=env.open_db(b"meta", txn=txn, create=False)))
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_reading_commands_leave_the_index_as_it_was(tmp_path: Path, capsys, version: int) -> None:
+    """Opening a store and reading it (fsck, ls, show, export, rescore, gc) writes nothing to
+    data.mdb: an older store keeps its schema marker, so the casstore that wrote it still opens
+    it. The first write (an import) marks it 3."""
+    store_dir = tmp_path / "store"
+    job_dir = _job(tmp_path, 20)
+    code, report, _ = call(capsys, store_dir, "import", str(job_dir), "--json")
+    assert code == 0
+    if version != 3:
+        _as_schema(store_dir, version)
+    assert _schema_marker(store_dir) == version
+    data = store_dir / "index" / "data.mdb"
+    before = data.read_bytes()
+    out = tmp_path / "out.jsonl"
+    for argv in (
+        ["fsck", "--json"],
+        ["ls", "jobs", "--json"],
+        ["ls", "tasks", "--json"],
+        ["rescore", report["job"], "--json"],
+        ["rescore", str(job_dir), "--json"],
+        ["export", "job", "-o", str(out), "--json"],
+        ["gc", "--dry-run", "--json"],
+        ["gc", "--json"],
+    ):
+        code, result, err = call(capsys, store_dir, *argv)
+        assert (code, err) == (0, ""), argv
+    assert result["removed"] == [] and len(_lines(out)) == 20
+    code, fsck, _ = call(capsys, store_dir, "fsck", "--json")
+    assert (code, fsck["ok"], fsck["jobs"], fsck["trials"]) == (0, True, 1, 20)
+    assert _schema_marker(store_dir) == version
+    assert data.read_bytes() == before
+    write_trial(job_dir, "t0__new", trial_json(trial_result("t0", "t0__new", {"reward": 1})))
+    code, again, err = call(capsys, store_dir, "import", str(job_dir), "--json")
+    assert (code, err, again["imported"]) == (0, "", 1)
+    assert _schema_marker(store_dir) == 3
+
+
+def test_older_schema_is_marked_by_the_first_committed_write(tmp_path: Path) -> None:
+    """The marker of an older index changes in the first write transaction that commits: not
+    on open, not in one that fails, not in a lock-only one (gc); a new index is marked when
+    created; a newer schema is still refused on open."""
+    from casstore.errors import StoreError
+    from casstore.store.index import Index
+
+    index_dir = tmp_path / "index"
+    with Index(index_dir):
+        pass
+    assert _schema_marker(tmp_path) == 3
+    with Index(index_dir) as index:
+        index.write(lambda txn: txn.put("meta", "schema", 2))
+    with Index(index_dir) as index:
+        assert index.read(lambda txn: txn.get("meta", "schema")) == 2
+        index.write(lambda txn: txn.has("jobs", "x"), lock_only=True)  # as gc does
+
+        def failing(txn) -> None:
+            txn.put("jobs", "y", 1)
+            raise RuntimeError("disk on fire")
+
+        with pytest.raises(RuntimeError, match="on fire"):
+            index.write(failing)
+        marker_and_y = index.read(lambda txn: (txn.get("meta", "schema"), txn.get("jobs", "y")))
+        assert marker_and_y == (2, None)
+        index.write(lambda txn: txn.put("jobs", "z", 1))
+        assert index.read(lambda txn: txn.get("meta", "schema")) == 3
+        index.write(lambda txn: txn.put("meta", "schema", 4))  # a newer casstore's index
+    with pytest.raises(StoreError) as refused:
+        Index(index_dir)
+    assert str(refused.value) == "index: schema version 4, expected 3"
 
 
 def msgspec_replace(record, **changes):

@@ -173,4 +173,4 @@ def gc(store: Store, dry_run: bool, min_age: float) -> GcReport:
             kept_young=young,
         )
 
-    return store.index.write(body)
+    return store.index.write(body, lock_only=True)  # it writes files, never the index

@@ -4,10 +4,13 @@ Databases (keys UTF-8, values msgpack): ``meta`` (``schema`` → version), ``tas
 (``workspace/name`` → task record), ``revisions`` (revision digest → revision record),
 ``tasksets`` (``workspace/name`` → taskset record), ``taskset_revisions`` (digest → record);
 imported Harbor jobs (:mod:`casstore.trials.store`): ``jobs``, ``trial_packs``, ``trials``
-(older schemas), ``reward_tables``, ``evidence``, ``zstd_dicts``. New databases are created
-on open: older stores stay valid.
-Opening a store of an older schema this code reads (:data:`UPGRADED_SCHEMAS`) marks it as
-:data:`SCHEMA_VERSION`; a newer or unknown schema is refused.
+(older schemas), ``reward_tables``, ``evidence``, ``zstd_dicts``. Opening an index writes
+nothing to ``data.mdb`` when every database exists; a missing one (a new index, or an older
+one) is created then: older code ignores it. A new index is marked :data:`SCHEMA_VERSION` when
+it is created. An index of an older schema this code reads (:data:`UPGRADED_SCHEMAS`) keeps
+its marker until the first write transaction (:meth:`Index.write`) marks it
+:data:`SCHEMA_VERSION`, so reading commands leave it usable by the older code; a newer or
+unknown schema is refused at open.
 
 One writer at a time across processes (LMDB's lock), any number of readers. Every
 read-modify-write runs inside ONE write transaction (:meth:`Index.write`); the map doubles on
@@ -46,7 +49,8 @@ __all__ = [
 
 SCHEMA_VERSION = 3
 UPGRADED_SCHEMAS = (1, 2)
-"""Versions this code reads and marks as :data:`SCHEMA_VERSION` on open: schema 3 keeps a
+"""Versions this code reads, and marks as :data:`SCHEMA_VERSION` in its first write
+transaction (never on open): schema 3 keeps a
 job's trial records in packs (``trial_packs``) and its evidence in packs referenced
 ``<key>#<index>``; schema 2 one record per trial (``trials``) as an array
 (:func:`casstore.trials.records.encode_stored`) and one evidence entry per file; schema 1 the
@@ -162,7 +166,7 @@ class Index:
     Raises :class:`StoreError` when the environment cannot be opened (``create=False``: also
     when it does not exist) or its schema version is neither :data:`SCHEMA_VERSION` nor one of
     :data:`UPGRADED_SCHEMAS`; :class:`CorruptStoreError` when ``data.mdb`` is damaged (see
-    :func:`check_data_file`).
+    :func:`check_data_file`). Opening writes nothing to an index whose databases all exist.
     """
 
     def __init__(self, path: Path, map_size: int = DEFAULT_MAP_SIZE, create: bool = True) -> None:
@@ -175,7 +179,18 @@ class Index:
             self.env.close()
             raise
         self.dbs = self._open_dbs()
-        self.write(self._check_schema)
+        self._older = False  # an older schema, marked by the first write transaction
+        try:
+            version = self.read(lambda txn: txn.get("meta", "schema"))
+            if version is None:  # a new index: marked as it is created
+                self.write(self._check_schema)
+            elif version in UPGRADED_SCHEMAS:
+                self._older = True
+            elif version != SCHEMA_VERSION:
+                raise _schema_refused(version)
+        except BaseException:
+            self.env.close()
+            raise
 
     @staticmethod
     def _open_env(path: Path, map_size: int, create: bool) -> lmdb.Environment:
@@ -203,7 +218,16 @@ class Index:
 
     def _open_dbs(self) -> dict[str, Any]:
         """The named databases (created when missing); retried when another process grew the
-        map meanwhile (``MapResizedError``). Opening them takes the write lock."""
+        map meanwhile (``MapResizedError``).
+
+        They are opened in a write transaction, so opening waits for LMDB's writer lock (a
+        running import holds it); when they all exist it commits nothing (LMDB writes no page
+        for a transaction that changed none: ``data.mdb`` stays as it was). A read-only
+        transaction would not wait, but its handles do not outlive it: LMDB keeps a handle
+        only when the transaction that opened it commits, and py-lmdb's ``commit()`` of a
+        read-only transaction resets it instead (py-lmdb 3.0: the handles are then invalid,
+        ``mdb_get: Invalid argument``); ``open_db`` without a transaction begins a write one
+        unless the whole environment was opened read-only."""
         while True:
             try:
                 return {name: self.env.open_db(name.encode()) for name in DATABASES}
@@ -212,25 +236,39 @@ class Index:
 
     @staticmethod
     def _check_schema(txn: Txn) -> None:
+        """Mark the index :data:`SCHEMA_VERSION` (new, or of an older schema this code
+        reads); a newer or unknown schema is refused."""
         version = txn.get("meta", "schema")
         if version is None or version in UPGRADED_SCHEMAS:
             txn.put("meta", "schema", SCHEMA_VERSION)
         elif version != SCHEMA_VERSION:
-            raise StoreError("index", f"schema version {version}, expected {SCHEMA_VERSION}")
+            raise _schema_refused(version)
 
-    def write(self, body: Callable[[Txn], T]) -> T:
-        """Run ``body(txn)`` in one write transaction and commit; retried on a full map.
+    def write(self, body: Callable[[Txn], T], *, lock_only: bool = False) -> T:
+        """Run ``body(txn)`` in one write transaction and commit; retried on a full map. The
+        first one of an index of an older schema also marks it :data:`SCHEMA_VERSION`
+        (unless ``lock_only``: the transaction only serves as the writer lock, ``body``
+        writes nothing to the index).
 
         ``body`` must be repeatable (it may run again after ``MapFullError``).
         """
         while True:
+            marking = self._older and not lock_only
             try:
                 with self.env.begin(write=True) as txn:
-                    return body(Txn(txn, self.dbs))
+                    wrapped = Txn(txn, self.dbs)
+                    if marking:
+                        self._check_schema(wrapped)
+                    result = body(wrapped)
             except lmdb.MapFullError:
                 self.env.set_mapsize(self.env.info()["map_size"] * 2)
+                continue
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)
+                continue
+            if marking:
+                self._older = False
+            return result
 
     def read(self, body: Callable[[Txn], T], buffers: bool = False) -> T:
         """Run ``body(txn)`` in one read-only transaction (a consistent snapshot); with
@@ -257,6 +295,11 @@ class Index:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _schema_refused(version: object) -> StoreError:
+    """The error for an index of a newer or unknown schema."""
+    return StoreError("index", f"schema version {version}, expected {SCHEMA_VERSION}")
 
 
 def _size(path: Path) -> int | None:
