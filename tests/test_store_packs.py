@@ -244,3 +244,16 @@ def test_fsck_verifies_the_zstd_dictionary(tmp_path: Path, capsys) -> None:
     assert {(p["kind"], p["message"]) for p in report["problems"]} == {
         ("corrupt_evidence", f"zstd_dicts/{name}: the dictionary's bytes do not hash to its id")
     }
+
+
+def test_job_result_with_a_nan_literal_imports_under_one_id(tmp_path: Path, capsys) -> None:
+    """A job result.json msgspec refuses (a NaN literal) is read with the standard library
+    wherever the job id is taken: the trials are written under the job record's id."""
+    job_dir = _job(tmp_path, [f"t__{i:02d}" for i in range(20)])
+    text = (job_dir / "result.json").read_text()
+    (job_dir / "result.json").write_text(text.replace('"mean": 0.5', '"mean": NaN'))
+    with Store(tmp_path / "store") as store:
+        (report,) = store.import_jobs([job_dir])
+        assert (report.job, report.trials) == (JOB, 20)
+        assert len(store.trial_records(JOB)) == 20
+    assert _fsck(capsys, tmp_path / "store")[0] == 0

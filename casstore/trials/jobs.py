@@ -250,6 +250,14 @@ def _jobs_at(path: Path) -> list[Path]:
 # reading one job -----------------------------------------------------------------------------
 
 
+def job_id_at(path: Path) -> str:
+    """The id of the job directory at ``path``, as :func:`read_job` reads it
+    (:func:`job_id_of` of its result.json and config.json)."""
+    return job_id_of(
+        path, _decode(_read_bytes(path / "result.json")), _read_bytes(path / "config.json")
+    )
+
+
 def job_id_of(path: Path, result: Any, config_bytes: bytes | None) -> str:
     """Harbor's job ``result.json`` ``id`` when present, else ``sha256:`` of the directory
     name and config.json bytes."""

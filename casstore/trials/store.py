@@ -56,6 +56,7 @@ from casstore.trials.jobs import (
     assign_attempts,
     find_jobs,
     job_counts,
+    job_id_at,
     paused_gc,
     read_job,
     record_reward_key,
@@ -152,12 +153,8 @@ def _import_dir(
     progress: Progress | None,
     trial_dirs: list[str],
 ) -> ImportReport:
-    from casstore.trials.jobs import job_id_of
-
     index = store.index
-    config = _maybe(job_dir / "config.json")
-    result = _json(job_dir / "result.json")
-    job_id = job_id_of(job_dir, result, config)
+    job_id = job_id_at(job_dir)  # as read_job gives it: the stream writes under this id
     existing = index.read(lambda txn: txn.get("jobs", job_id))
     existing_record = stored_job(job_id, existing) if existing else None
     _check_name(str(job_dir), job_id, name, existing_record)
@@ -269,7 +266,7 @@ class _Stream:
         if self.txn is None:
             return None
         packed = parsed.packed
-        if self.failed or packed is None or packed.rewritten:
+        if self.failed or packed is None or packed.rewritten or parsed.job_id != self.job_id:
             self.abort()
             return None
         try:
@@ -589,23 +586,6 @@ def _job_dir_of(records: list[TrialRecord]) -> str | None:
         if r.result_path and Path(r.result_path).is_absolute()
     }
     return dirs.pop() if len(dirs) == 1 else None
-
-
-def _maybe(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return None
-
-
-def _json(path: Path) -> Any:
-    data = _maybe(path)
-    if data is None:
-        return None
-    try:
-        return msgspec.json.decode(data)
-    except msgspec.DecodeError:
-        return None
 
 
 def stored_job(job_id: str, raw: Any) -> JobRecord:
