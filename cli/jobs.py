@@ -96,8 +96,20 @@ def import_(
             f"failures: {codes}"
         )
         for diagnostic in r.diagnostics:
-            detail = diagnostic.get("message") or diagnostic.get("count") or ""
-            out_console.print(f"  {diagnostic['code']}: {detail}")
+            out_console.print(f"  {diagnostic['code']}: {_detail(diagnostic)}")
+
+
+def _detail(diagnostic: dict) -> str:
+    """One line about an import diagnostic: its message, its trial-count figures or count."""
+    if diagnostic.get("message"):
+        return str(diagnostic["message"])
+    if "expected" in diagnostic:
+        source = diagnostic.get("source")
+        return (
+            f"{diagnostic['expected']} trials expected{f' ({source})' if source else ''}, "
+            f"{diagnostic.get('found')} found"
+        )
+    return str(diagnostic.get("count", ""))
 
 
 def export(

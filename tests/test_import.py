@@ -1108,3 +1108,11 @@ def test_saved_trials_refuse_unknown_reward_kinds(tmp_path: Path) -> None:
     _write_lines(path, items)
     with pytest.raises(RewardKeyError, match=r":2: not a saved trial .*kinds\['reward'\] is 99"):
         read_trials_jsonl(path)
+
+
+def test_cli_import_text_names_the_trial_count_mismatch(tmp_path: Path, capsys) -> None:
+    job_dir = _job(tmp_path)  # lock.json expects 4 trials
+    write_trial(job_dir, "t0__extra", trial_json(trial_result("t0", "t0__extra")))
+    code, out, err = store_cli(capsys, tmp_path / "store", "import", str(job_dir))
+    assert code == 0 and err == ""
+    assert "  trial_count_mismatch: 4 trials expected (lock.json), 5 found\n" in out
