@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 from casstore.errors import CasstoreError, CheckError, UsageError
 from cli import archive, demo, jobs, rescore, store
 from cli.options import GlobalOptions
-from cli.output import emit_json, fail
+from cli.output import emit_json, fail, printable
 from cli.verifier import verifier_app
 
 __all__ = ["app", "main"]
@@ -105,5 +105,6 @@ def run(argv: list[str] | None = None) -> int:
 
 def _failed(args: list[str], error: CasstoreError, code: int) -> int:
     if "--json" in args:
-        emit_json({"ok": False, "error": error.to_json()})
+        shown = {k: printable(v) if isinstance(v, str) else v for k, v in error.to_json().items()}
+        emit_json({"ok": False, "error": shown})
     return fail(str(error), code).exit_code

@@ -46,8 +46,16 @@ def _finite(value: Any) -> Any:
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print ``casstore: <message>`` on stderr; return the ``typer.Exit`` to raise."""
-    print(f"casstore: {message}", file=sys.stderr)
+    print(f"casstore: {printable(message)}", file=sys.stderr)
     return typer.Exit(code)
+
+
+def printable(text: str) -> str:
+    """``text`` with what is not Unicode text (a path's undecodable bytes, a lone surrogate)
+    written as ``\\udcNN`` escapes: it prints and encodes as JSON anywhere."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode()
 
 
 class _Silent:

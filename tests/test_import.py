@@ -1083,11 +1083,16 @@ def test_evidence_is_content_addressed_in_packs(
             (f"{key}#99", "the evidence pack has no frame with that index"),
             (f"{key}#-1", "the evidence index after '#' must be a decimal number"),
             (f"{key}#x", "the evidence index after '#' must be a decimal number"),
-            ("sha256:00#0", "no evidence with that digest"),
+            ("sha256:" + "0" * 64 + "#0", "no evidence with that digest"),
+            (key, "an evidence pack: name a frame, <digest>#<index>"),
+            ("sha256:00#0", "not an evidence reference (sha256:<64 hex digits>#<index>)"),
+            ("", "not an evidence reference (sha256:<64 hex digits>#<index>)"),
+            ("#0", "not an evidence reference (sha256:<64 hex digits>#<index>)"),
+            ("sha256:\ud800", "not an evidence reference (sha256:<64 hex digits>#<index>)"),
         ]:
             with pytest.raises(UnknownReferenceError) as raised:
                 store.evidence(ref)
-            assert str(raised.value) == f"{ref}: {rule}"
+            assert (raised.value.path, raised.value.rule) == (ref, rule)
     packs = _index_items(tmp_path / "store")["evidence"]
     assert len(records) == 30 and len(packs) == 4  # one chunk per task
     for key, value in packs:

@@ -257,3 +257,140 @@ def test_job_result_with_a_nan_literal_imports_under_one_id(tmp_path: Path, caps
         assert (report.job, report.trials) == (JOB, 20)
         assert len(store.trial_records(JOB)) == 20
     assert _fsck(capsys, tmp_path / "store")[0] == 0
+
+
+def _lines(path: Path) -> list[str]:
+    return [line for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_saved_trials_given_twice_are_refused(tmp_path: Path, capsys) -> None:
+    names = [f"t__{i:02d}" for i in range(3)]
+    job_dir = _job(tmp_path, names)
+    saved = tmp_path / "saved.jsonl"
+    assert store_cli(capsys, tmp_path / "a", "export", str(job_dir), "-o", str(saved))[0] == 0
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text("\n".join([*_lines(saved), _lines(saved)[1]]) + "\n")
+    code, out, err = store_cli(capsys, tmp_path / "b", "import", str(dup))
+    assert (code, out) == (1, "")
+    assert (
+        err == f"casstore: {dup}: trial 't__01' of job {JOB} is given twice; pass each trial once\n"
+    )
+
+
+def test_reimport_keeps_the_first_of_two_directories_with_one_trial_name(tmp_path: Path) -> None:
+    """A copy of a trial directory (same trial name) stays out on every re-import: the
+    trial imported first keeps its record and the diagnostic names the copy each time."""
+    names = [f"t__{i:02d}" for i in range(20)]
+    job_dir = _job(tmp_path, names)
+    copy = job_dir / "zzcopy"
+    copy.mkdir()
+    text = (job_dir / "t__00" / "result.json").read_text()
+    (copy / "result.json").write_text(text.replace('"reward": 1.0', '"reward": 0.25'))
+    with Store(tmp_path / "store") as store:
+        reports = [store.import_jobs([job_dir])[0] for _ in range(2)]
+        record = {r.trial_name: r for r in store.trial_records(JOB)}["t__00"]
+        assert store.reward_table(JOB).primary.tolist() == [1.0] * 20
+    assert record.rewards == {"reward": 1.0} and record.result_path.endswith("/t__00/result.json")
+    for report in reports:
+        dup = next(d for d in report.diagnostics if d["code"] == "duplicate_trial_name")
+        assert dup["trial_dirs"] == ["zzcopy"] and report.trials == 20
+    assert reports[1].imported == 0
+
+
+def test_moved_job_directory_moves_its_result_paths(tmp_path: Path) -> None:
+    names = [f"t__{i:02d}" for i in range(5)]
+    job_dir = _job(tmp_path, names)
+    with Store(tmp_path / "store") as store:
+        store.import_jobs([job_dir])
+        moved = job_dir.rename(tmp_path / "moved")
+        write_trial(moved, "t__new", trial_json(trial_result("t0", "t__new")))
+        (report,) = store.import_jobs([moved])
+        paths = {r.trial_name: r.result_path for r in store.trial_records(JOB)}
+    assert report.imported == 1 and len(paths) == 6
+    assert paths == {n: str(moved.resolve() / n / "result.json") for n in paths}
+
+
+def test_unusable_names_and_ids_are_one_line_errors(tmp_path: Path, capsys) -> None:
+    """A trial directory whose name is not UTF-8 is an unreadable trial; a job directory
+    whose path is not UTF-8 is refused; a job result.json id that cannot be a store key
+    (a lone surrogate, 600 characters) falls back to the directory's digest id; saved
+    trials with such a job id are refused."""
+    import os
+
+    names = [f"t__{i:02d}" for i in range(3)]
+    job_dir = _job(tmp_path, names)
+    os.rename(job_dir / "t__02", os.fsencode(job_dir) + b"/t__\xff")
+    with Store(tmp_path / "store") as store:
+        (report,) = store.import_jobs([job_dir])
+    assert (report.trials, report.failure_codes.get("result_unreadable")) == (2, 1)
+    bad = next(d for d in report.diagnostics if d["code"] == "result_unreadable")
+    assert bad["trials"] == [
+        {"trial_dir": "t__\\xff", "reason": "the trial directory's name is not valid UTF-8"}
+    ]
+    odd = tmp_path / os.fsdecode(b"job\xff")
+    os.rename(job_dir, odd)
+    code, _, err = store_cli(capsys, tmp_path / "store", "import", str(odd))
+    assert code == 2 and err.endswith(": the job directory's path is not valid UTF-8\n")
+    for job_id in ("abc\ud800", "x" * 600):
+        other = _job(tmp_path / f"ids{len(job_id)}", names, job_id=job_id)
+        with Store(tmp_path / "store") as store:
+            (report,) = store.import_jobs([other])
+        assert report.job.startswith("sha256:") and report.trials == 3
+    saved = tmp_path / "saved.jsonl"
+    assert store_cli(capsys, tmp_path / "store", "export", report.job, "-o", str(saved))[0] == 0
+    saved.write_text(saved.read_text().replace(report.job, "y" * 600))
+    code, _, err = store_cli(capsys, tmp_path / "other", "import", str(saved))
+    assert code == 1 and "the job id is 600 bytes, more than 256" in err
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_evidence_entries_are_checked_against_their_keys(
+    tmp_path: Path, capsys, version: int
+) -> None:
+    """A byte flipped inside an older store's evidence entry (frames without checksums) is
+    found by fsck and refused by ``Store.evidence``, never returned as wrong bytes."""
+    from tests.test_import import _as_schema
+
+    store_dir, _, _ = _store_with(tmp_path)
+    _as_schema(store_dir, version)
+    with Store(store_dir, create=False) as store:
+        records = store.trial_records(JOB)
+        key = records[4].evidence
+        assert "#" not in key
+
+        def flip(txn) -> None:
+            raw = bytes(txn.raw_get("evidence", key))
+            data = unpack(raw)["data"]
+            at = raw.index(data) + len(data) // 2
+            damaged = raw[:at] + bytes([raw[at] ^ 0x01]) + raw[at + 1 :]
+            txn._txn.put(key.encode(), damaged, db=txn._dbs["evidence"])
+
+        store.index.write(flip)
+        with pytest.raises(CorruptStoreError) as caught:
+            store.evidence(key)
+        assert caught.value.path == f"evidence/{key}"
+        assert store.evidence(records[3].evidence) == Path(records[3].result_path).read_bytes()
+    code, report = _fsck(capsys, store_dir)
+    assert code == 1 and [(p["kind"], p["ref"]) for p in report["problems"]] == [
+        ("corrupt_evidence", f"{JOB}/{records[4].trial_name}")
+    ]
+
+
+def test_fsck_finds_a_changed_evidence_reference(tmp_path: Path, capsys) -> None:
+    """A trial pack whose record names another trial's evidence frame (``#3`` made ``#4``)."""
+    store_dir, records, path = _store_with(tmp_path)
+    key, _, index = records[3].evidence.partition("#")
+    records[3].evidence = f"{key}#{int(index) + 1}"
+    other = next(
+        r.trial_name for r in records if r.evidence == records[3].evidence and r is not records[3]
+    )
+    _put_pack(store_dir, 0, encode_trial_pack([encode_stored(r, path, "reward") for r in records]))
+    code, report = _fsck(capsys, store_dir)
+    problems = [(p["kind"], p["ref"], p["message"]) for p in report["problems"]]
+    assert code == 1 and problems == [  # the later of the two trials naming that frame
+        (
+            "corrupt_trial",
+            f"{JOB}/{other}",
+            f"evidence reference {records[3].evidence} is trial {records[3].trial_name!r}'s",
+        )
+    ]

@@ -26,7 +26,14 @@ from casstore.errors import CorruptStoreError
 from casstore.store.index import Txn, decode, unpack
 from casstore.trials.evidence import dictionary_id, entry_key, frame_count, split_reference
 from casstore.trials.records import JobRecord, TrialRecord
-from casstore.trials.store import job_packs, stored_job, stored_pack, stored_table, stored_trial
+from casstore.trials.store import (
+    checked_entry,
+    job_packs,
+    stored_job,
+    stored_pack,
+    stored_table,
+    stored_trial,
+)
 
 __all__ = ["JobsCheck", "Problem", "check_jobs"]
 
@@ -151,11 +158,14 @@ class _EvidenceCheck:
         self.txn = txn
         self.values: dict[str, tuple[str | None, int]] = {}  # key -> (problem, frames)
         self.dictionaries: dict[str, str | None] = {}  # id -> problem
+        self.referenced: dict[str, str] = {}  # evidence reference -> the trial naming it
 
     def problems(self, trial: TrialRecord) -> list[Problem]:
         """``missing_evidence`` when the trial's evidence (pack or entry) or its zstd
         dictionary is not in the index; ``corrupt_evidence`` when its pack does not hash to
-        its key, does not decode, or has no frame at the trial's index."""
+        its key, does not decode, or has no frame at the trial's index, or an older entry
+        does not hash to its key; ``corrupt_trial`` when another trial names the same
+        evidence (a changed reference)."""
         if not trial.evidence:
             return []
         ref = f"{trial.job_id}/{trial.trial_name}"
@@ -167,6 +177,10 @@ class _EvidenceCheck:
             self.values[key] = self._value(key, index is not None)
         problem, frames = self.values[key]
         found = []
+        other = self.referenced.setdefault(trial.evidence, trial.trial_name)
+        if other != trial.trial_name:
+            message = f"evidence reference {trial.evidence} is trial {other!r}'s"
+            found.append(Problem("corrupt_trial", ref, message))
         if problem is not None:
             kind = "missing_evidence" if problem.endswith(": missing") else "corrupt_evidence"
             found.append(Problem(kind, ref, problem))
@@ -198,11 +212,15 @@ class _EvidenceCheck:
 
     def _value(self, key: str, pack: bool) -> tuple[str | None, int]:
         """``(problem or None, frame count)`` of the evidence value at ``key`` (a pack's
-        digest and frames checked; an entry's presence only)."""
+        digest and frames checked; an older entry decompressed and checked against its key)."""
         raw = self.txn.raw_get("evidence", key)
         if raw is None:
             return f"evidence/{key}: missing", 0
-        if not pack:
+        if not pack:  # an older store's entry: checked against its key
+            try:
+                decode("evidence", key, checked_entry, self.txn, key, raw)
+            except CorruptStoreError as error:
+                return str(error), 0
             return None, 0
         if entry_key(raw) != key:
             return f"evidence/{key}: the pack's bytes hash to {entry_key(raw)}", 0

@@ -20,6 +20,7 @@ of the raw result.json); :func:`frame_of` reads both kinds.
 from __future__ import annotations
 
 import hashlib
+import re
 
 import msgspec
 import zstandard
@@ -143,13 +144,19 @@ def reference(key: str, index: int) -> str:
 
 def split_reference(ref: str) -> tuple[str, int | None]:
     """``(evidence key, frame index)`` of a reference; index None for an entry's key (no
-    ``#``). Raises ``ValueError`` when the part after ``#`` is not a decimal index."""
+    ``#``). Raises ``ValueError`` when the key is not ``sha256:<64 hex digits>`` or the part
+    after ``#`` is not a decimal index."""
     key, hash_sign, index = ref.partition("#")
+    if not _KEY.fullmatch(key):
+        raise ValueError(f"{ref}: not an evidence reference (sha256:<64 hex digits>#<index>)")
     if not hash_sign:
         return key, None
     if not index.isdecimal() or not index.isascii():
         raise ValueError(f"{ref}: the evidence index after '#' must be a decimal number")
     return key, int(index)
+
+
+_KEY = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def frame_of(value: bytes | memoryview, index: int | None) -> tuple[bytes, str | None, int]:

@@ -41,6 +41,7 @@ from casstore.trials.records import (
     StoredTrialRecord,
     TrialRecord,
     decode_stored,
+    job_id_problem,
     stored_with_attempt,
 )
 from scoring.table import Flag, Kind, RewardTable, harbor_evals_key
@@ -259,11 +260,13 @@ def job_id_at(path: Path) -> str:
 
 
 def job_id_of(path: Path, result: Any, config_bytes: bytes | None) -> str:
-    """Harbor's job ``result.json`` ``id`` when present, else ``sha256:`` of the directory
-    name and config.json bytes."""
-    if isinstance(result, dict) and isinstance(result.get("id"), str) and result["id"]:
-        return result["id"]
-    digest = hashlib.sha256(path.resolve().name.encode() + b"\0" + (config_bytes or b""))
+    """Harbor's job ``result.json`` ``id`` when it is a usable job id (:func:`job_id_problem`),
+    else ``sha256:`` of the directory name and config.json bytes."""
+    job_id = result.get("id") if isinstance(result, dict) else None
+    if isinstance(job_id, str) and job_id_problem(job_id) is None:
+        return job_id
+    name = os.fsencode(path.resolve().name)
+    digest = hashlib.sha256(name + b"\0" + (config_bytes or b""))
     return f"sha256:{digest.hexdigest()}"
 
 
@@ -343,6 +346,9 @@ def _read_chunk(args: tuple[str, list[str], str], evidence: Evidence) -> _Chunk:
         base = "" if dir_fd is not None else job_dir + "/"
         open_, read, close = os.open, os.read, os.close
         for index, name in enumerate(names):
+            if not (name.isascii() or _is_text(name)):
+                errors.append((index, "the trial directory's name is not valid UTF-8"))
+                continue
             path = name + "/result.json"
             try:  # one open/read/close, no Python file object
                 fd = open_(base + path, _OPEN_FLAGS, dir_fd=dir_fd)
@@ -379,6 +385,22 @@ def _read_chunk(args: tuple[str, list[str], str], evidence: Evidence) -> _Chunk:
         if dir_fd is not None:
             os.close(dir_fd)
     return _pack_chunk(rows, errors, records, blobs, dict_id, reward_key)
+
+
+def _is_text(name: str) -> bool:
+    """Whether ``name`` (a file name, undecodable bytes held as surrogates) is UTF-8 text."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(name: str) -> str:
+    """A file name as text: bytes that are not UTF-8 written ``\\xNN``."""
+    if name.isascii() or _is_text(name):
+        return name
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def _pack_chunk(
@@ -1006,6 +1028,8 @@ def read_job(
     path = Path(path)
     if not path.is_dir():
         raise UsageError(str(path), "not a directory (expected a Harbor job directory)")
+    if not _is_text(str(path.resolve())):
+        raise UsageError(os.fsdecode(path), "the job directory's path is not valid UTF-8")
     config_bytes = _read_bytes(path / "config.json")
     config = _decode(config_bytes)
     job_result_bytes = _read_bytes(path / "result.json")
@@ -1036,7 +1060,7 @@ def read_job(
             readable.extend(names[start:stop])
             continue
         for index, reason in chunk.errors:
-            unreadable.append({"trial_dir": names[start + index], "reason": reason})
+            unreadable.append({"trial_dir": _shown(names[start + index]), "reason": reason})
         readable.extend([names[start + i] for i in np.frombuffer(chunk.rows, np.int32).tolist()])
     trial_names = list(chain.from_iterable(chunk.names for chunk in chunks))
     sorted_names = sorted(trial_names)  # (mostly sorted already: quick)

@@ -33,6 +33,7 @@ import msgspec
 
 __all__ = [
     "FAILURE_CODES",
+    "MAX_JOB_ID_BYTES",
     "REWARD_KEY_METADATA",
     "ImportReport",
     "JobRecord",
@@ -44,11 +45,31 @@ __all__ = [
     "encode_stored",
     "encode_trial_pack",
     "from_builtins",
+    "job_id_problem",
     "stored_with_attempt",
     "to_builtins",
 ]
 
 REWARD_KEY_METADATA = "harbor_primary_reward_key"
+
+MAX_JOB_ID_BYTES = 256
+"""The longest job id, in UTF-8 bytes (store keys are ``<job id>/...``; LMDB's hold 511)."""
+
+
+def job_id_problem(job_id: str) -> str | None:
+    """Why ``job_id`` cannot name a job in a store (empty, not valid Unicode text, longer
+    than :data:`MAX_JOB_ID_BYTES`), or None."""
+    try:
+        size = len(job_id.encode())
+    except UnicodeEncodeError:
+        return "the job id is not valid Unicode text"
+    if not size:
+        return "the job id is empty"
+    if size > MAX_JOB_ID_BYTES:
+        return f"the job id is {size} bytes, more than {MAX_JOB_ID_BYTES}"
+    return None
+
+
 FAILURE_CODES = (
     "reward_mapping_invalid",
     "verifier_result_missing",

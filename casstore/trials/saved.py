@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 from casstore.errors import RewardKeyError, UsageError
-from casstore.trials.records import REWARD_KEY_METADATA, TrialRecord
+from casstore.trials.records import REWARD_KEY_METADATA, TrialRecord, job_id_problem
 from scoring.table import Kind
 
 __all__ = ["check_output", "read_trials_jsonl", "rebuild_hint", "write_trials_jsonl"]
@@ -126,6 +126,9 @@ def read_trials_jsonl(path: Path | str) -> tuple[str, list[TrialRecord]]:
                     step["rewards"] = _rewards_in(step.get("rewards"))
             record = msgspec.convert(data, TrialRecord, strict=False)
             _check_kinds(record)
+            problem = job_id_problem(record.job_id)
+            if problem is not None:
+                raise msgspec.ValidationError(problem)
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
             raise RewardKeyError(
                 f"{path}:{number}", f"not a saved trial ({error}); {rebuild_hint(None, None)}"

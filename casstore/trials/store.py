@@ -38,6 +38,7 @@ of whose column CRC-32s fails) is :class:`CorruptStoreError` naming ``db/key``.
 from __future__ import annotations
 
 import operator
+import os
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from itertools import islice
@@ -47,9 +48,15 @@ from typing import TYPE_CHECKING, Any
 import lmdb
 import msgspec
 
-from casstore.errors import UnknownReferenceError, UsageError
+from casstore.errors import CheckError, UnknownReferenceError, UsageError
 from casstore.store.index import Txn, decode
-from casstore.trials.evidence import decompress, frame_count, frame_of, split_reference
+from casstore.trials.evidence import (
+    decompress,
+    entry_key,
+    frame_count,
+    frame_of,
+    split_reference,
+)
 from casstore.trials.jobs import (
     ImportedJob,
     _subdir_names,
@@ -82,6 +89,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PACK",
     "TRIAL_DATABASES",
+    "checked_entry",
     "evidence_bytes",
     "import_jobs",
     "import_records",
@@ -326,7 +334,13 @@ def _reserve(store: Store, parsed: ImportedJob) -> None:
     _grow_map(store.index.env, need)
 
 
-def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> ImportReport:
+def _store_job(
+    txn: Txn, parsed: ImportedJob, previous: JobRecord | None, replace: bool = False
+) -> ImportReport:
+    """Write a parsed job, merged with the trials stored for it. A parsed trial whose name is
+    stored already replaces it when ``replace`` (saved trials), else is left out with a
+    ``duplicate_trial_name`` diagnostic (a job directory: only directories not imported
+    before are read, so such a trial is another directory's copy; the first one stays)."""
     job_id = parsed.job_id
     record = parsed.record
     key = record.reward_key
@@ -334,14 +348,16 @@ def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> Imp
     if parsed.packed is not None and not _has_trials(txn, job_id):
         return _store_packed(txn, parsed, previous)
     _put_evidence(txn, [(k.encode(), value) for k, value in parsed.evidence.items()])
-    new_names = {trial.trial_name for trial in parsed.trials}
     stored_as = previous or record  # the job the stored records were written for
-    old = [
-        t
-        for t in _stored_trials(txn, job_id, stored_as.path, stored_as.reward_key)
-        if t.trial_name not in new_names
-    ]
-    everything = old + list(parsed.trials)
+    stored = _stored_trials(txn, job_id, stored_as.path, stored_as.reward_key)
+    _rebase(stored, stored_as.path, record.path)
+    new = list(parsed.trials)
+    if replace:
+        new_names = {trial.trial_name for trial in new}
+        old = [t for t in stored if t.trial_name not in new_names]
+    else:
+        old, new = stored, _not_stored(new, stored, record)
+    everything = old + new
     record_reward_key(everything, key)
     if old:
         assign_attempts(everything)
@@ -381,6 +397,46 @@ def _store_job(txn: Txn, parsed: ImportedJob, previous: JobRecord | None) -> Imp
         failure_codes=record.failure_codes,
         diagnostics=record.diagnostics,
     )
+
+
+def _rebase(records: list[TrialRecord], old: str | None, new: str | None) -> None:
+    """Result paths under a job's old directory ``old`` that no longer exist moved under
+    ``new`` where the file is (the job directory was moved, then imported from there; a copy
+    leaves the trials read before where they were read)."""
+    if not old or not new or old == new:
+        return
+    prefix = old.rstrip("/") + "/"
+    for r in records:
+        path = r.result_path
+        if path and path.startswith(prefix) and not os.path.exists(path):
+            moved = new.rstrip("/") + "/" + path[len(prefix) :]
+            if os.path.exists(moved):
+                r.result_path = moved
+
+
+def _not_stored(
+    trials: list[TrialRecord], stored: list[TrialRecord], record: JobRecord
+) -> list[TrialRecord]:
+    """``trials`` whose names are not among ``stored``; those read from another directory
+    than the stored trial of their name are reported on ``record``
+    (``duplicate_trial_name``, with their trial directories)."""
+    known = {t.trial_name: _trial_dir(t) for t in stored}
+    twice = [t for t in trials if known.get(t.trial_name, _trial_dir(t)) != _trial_dir(t)]
+    if not twice:
+        return [t for t in trials if t.trial_name not in known]
+    dirs = [_trial_dir(t) for t in twice]
+    found = next((d for d in record.diagnostics if d.get("code") == "duplicate_trial_name"), None)
+    if found is None:
+        found = {"code": "duplicate_trial_name", "count": 0, "trial_dirs": []}
+        record.diagnostics.append(found)
+    found["trial_dirs"] = list(dict.fromkeys([*found["trial_dirs"], *dirs]))  # (retried writes)
+    found["count"] = len(found["trial_dirs"])
+    return [t for t in trials if t.trial_name not in known]
+
+
+def _trial_dir(record: TrialRecord) -> str:
+    """The name of the trial directory a record was read from (else its trial name)."""
+    return Path(record.result_path).parent.name if record.result_path else record.trial_name
 
 
 def _put_job(txn: Txn, record: JobRecord) -> None:
@@ -562,7 +618,16 @@ def import_records(
     table only (their evidence stays where it was). ``name``: the job's name (default: its
     current one, else the job id; another name for an imported job is refused naming
     ``where``); the job's path is its trials' job directory (from their ``result_path``)
-    when they agree on one."""
+    when they agree on one. A stored trial of the same name is replaced. Raises
+    :class:`CheckError` naming ``where`` when a trial name is given twice."""
+    seen: set[str] = set()
+    for r in records:
+        if r.trial_name in seen:
+            raise CheckError(
+                where or job_id,
+                f"trial {r.trial_name!r} of job {job_id} is given twice; pass each trial once",
+            )
+        seen.add(r.trial_name)
     existing = store.index.read(lambda txn: txn.get("jobs", job_id))
     previous = stored_job(job_id, existing) if existing else None
     _check_name(where or job_id, job_id, name, previous)
@@ -575,7 +640,7 @@ def import_records(
     if previous is not None:
         record.name, record.path = previous.name, previous.path or record.path
         record.dictionary = previous.dictionary
-    return store.index.write(lambda txn: _store_job(txn, parsed, previous))
+    return store.index.write(lambda txn: _store_job(txn, parsed, previous, replace=True))
 
 
 def _job_dir_of(records: list[TrialRecord]) -> str | None:
@@ -710,17 +775,41 @@ def evidence_bytes(store: Store, ref: str) -> bytes:
             raise UnknownReferenceError(ref, "no evidence with that digest")
         if index is not None and index >= decode("evidence", key, frame_count, value):
             raise UnknownReferenceError(ref, "the evidence pack has no frame with that index")
+        if index is None and _is_pack(value):
+            raise UnknownReferenceError(ref, "an evidence pack: name a frame, <digest>#<index>")
+        if index is None:
+            return decode("evidence", key, checked_entry, txn, key, value)
         return decode("evidence", key, _decompress, txn, value, index)
 
     return store.index.read(body, buffers=True)
 
 
+def _is_pack(value: bytes | memoryview) -> bool:
+    """Whether the stored evidence ``value`` is a pack (not an older per-file entry)."""
+    try:
+        frame_count(value)
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
+        return False
+    return True
+
+
 def _decompress(txn: Txn, value: bytes | memoryview, index: int | None) -> bytes:
     """The raw bytes of an ``evidence`` entry or pack frame (see :func:`frame_of`), with its
-    zstd dictionary when it names one."""
+    zstd dictionary when it names one. A pack's frames carry zstd checksums; an older
+    store's entry (no checksum) is checked against its key instead (``ValueError``)."""
     frame, name, size = frame_of(value, index)
     dictionary = txn.get("zstd_dicts", name) if name else None
     data = decompress(frame, dictionary)
     if len(data) != size:
         raise ValueError(f"{len(data)} bytes decompressed, {size} recorded")
+    return data
+
+
+def checked_entry(txn: Txn, key: str, value: bytes | memoryview) -> bytes:
+    """The raw bytes of the older per-file evidence entry ``value`` stored at ``key``, which
+    must be the SHA-256 of the entry (schema 2) or of those bytes (schema 1). Raises
+    ``ValueError`` (or a decoding error) otherwise."""
+    data = _decompress(txn, value, None)
+    if entry_key(value) != key and entry_key(data) != key:
+        raise ValueError("the entry hashes to neither its key nor its file's")
     return data
