@@ -20,6 +20,7 @@ Reporting conventions read by :mod:`benchmarks.report` (``benchmark.extra_info``
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -40,6 +41,15 @@ TAR = (
 COMPRESSORS = {"gzip": "gzip -n -6", "zstd": "zstd -3 -q", "none": None}
 DECOMPRESSORS = {"gzip": "gzip -dc", "zstd": "zstd -dc -q", "none": None}
 SUFFIX = {"gzip": ".tar.gz", "zstd": ".tar.zst", "none": ".tar"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def settled(request: pytest.FixtureRequest) -> None:
+    """Before each benchmark module (when benchmarks really run): the page cache's dirty
+    pages written out (``sync``), so that one module's gigabytes of output are not flushed
+    by the kernel while the next module is timed."""
+    if bench_enabled(request.config):
+        os.sync()
 
 
 def bench_enabled(config: pytest.Config) -> bool:
