@@ -49,6 +49,7 @@ __all__ = [
     "UnknownReferenceError",
     "UnsafePathError",
     "UsageError",
+    "printable",
 ]
 
 
@@ -201,3 +202,11 @@ class MetricScriptError(ScoringError):
     """A custom ``metric.py`` failed, hung past its timeout or wrote no JSON object."""
 
     kind = "metric_script"
+
+
+def printable(text: str) -> str:
+    """``text`` with what is not Unicode text (a path's undecodable bytes, a lone surrogate)
+    written as ``\\udcNN`` escapes: it prints and encodes as JSON anywhere."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode()

@@ -18,10 +18,10 @@ try:  # typer >= 0.24 vendors click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click.exceptions import ClickException
 
-from casstore.errors import CasstoreError, CheckError, UsageError
+from casstore.errors import CasstoreError, CheckError, UsageError, printable
 from cli import archive, demo, jobs, rescore, store
 from cli.options import GlobalOptions
-from cli.output import emit_json, fail, printable
+from cli.output import emit_json, fail
 from cli.verifier import verifier_app
 
 __all__ = ["app", "main"]

@@ -14,6 +14,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from casstore.errors import printable
+
 __all__ = ["emit_json", "err_console", "fail", "out_console", "progress_bar"]
 
 out_console = Console(highlight=False, soft_wrap=True)
@@ -48,14 +50,6 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     """Print ``casstore: <message>`` on stderr; return the ``typer.Exit`` to raise."""
     print(f"casstore: {printable(message)}", file=sys.stderr)
     return typer.Exit(code)
-
-
-def printable(text: str) -> str:
-    """``text`` with what is not Unicode text (a path's undecodable bytes, a lone surrogate)
-    written as ``\\udcNN`` escapes: it prints and encodes as JSON anywhere."""
-    if text.isascii():
-        return text
-    return text.encode("utf-8", "backslashreplace").decode()
 
 
 class _Silent:

@@ -394,3 +394,60 @@ def test_fsck_finds_a_changed_evidence_reference(tmp_path: Path, capsys) -> None
             f"evidence reference {records[3].evidence} is trial {records[3].trial_name!r}'s",
         )
     ]
+
+
+def test_older_entries_check_their_dictionary_and_refuse_a_frame_index(tmp_path: Path) -> None:
+    """A schema-2 entry's key covers its compressed bytes, not the dictionary: a damaged
+    dictionary is a corrupt store on read, never wrong bytes; ``<entry>#0`` names no pack."""
+    from casstore.errors import UnknownReferenceError
+    from tests.test_import import _as_schema
+
+    store_dir, _, _ = _store_with(tmp_path)
+    _as_schema(store_dir, 2)
+    with Store(store_dir, create=False) as store:
+        records = store.trial_records(JOB)
+        with pytest.raises(UnknownReferenceError) as raised:
+            store.evidence(records[0].evidence + "#0")
+        assert raised.value.rule == "an evidence entry, not a pack: name it without #"
+        name = records[0].evidence_dict
+
+        def damage(txn) -> None:
+            data = txn.get("zstd_dicts", name)
+            txn.put("zstd_dicts", name, data[:-1] + bytes([data[-1] ^ 0x01]))
+
+        store.index.write(damage)
+        for record in records:
+            with pytest.raises(CorruptStoreError, match="does not hash to its id"):
+                store.evidence(record.evidence)
+
+
+def test_undecodable_names_are_one_line_errors(tmp_path: Path, capsys) -> None:
+    import os
+
+    job_dir = _job(tmp_path, [f"t__{i:02d}" for i in range(3)])
+    odd = os.fsdecode(b"na\xffme")
+    code, _, err = store_cli(capsys, tmp_path / "s", "import", str(job_dir), "--name", odd)
+    assert (code, err) == (2, "casstore: na\\udcffme: --name is not valid Unicode text\n")
+    bad_store = tmp_path / os.fsdecode(b"s\xff")
+    code, _, err = store_cli(capsys, bad_store, "import", str(job_dir))
+    assert code == 2 and err.endswith(": the store path is not valid UTF-8\n")
+    assert not bad_store.exists()
+    assert store_cli(capsys, tmp_path / "s", "import", str(job_dir))[0] == 0
+    code, _, err = store_cli(capsys, tmp_path / "s", "rescore", odd)
+    assert code == 2 and err.startswith("casstore: ") and err.count("\n") == 1
+
+
+def test_saved_trials_file_is_checked_whole_before_any_job_is_imported(
+    tmp_path: Path, capsys
+) -> None:
+    job_dir = _job(tmp_path, [f"t__{i:02d}" for i in range(3)])
+    saved = tmp_path / "saved.jsonl"
+    assert store_cli(capsys, tmp_path / "a", "export", str(job_dir), "-o", str(saved))[0] == 0
+    lines = _lines(saved)
+    other = lines[0].replace(JOB, "other-job")
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("\n".join([*lines, other, other]) + "\n")
+    code, _, err = store_cli(capsys, tmp_path / "b", "import", str(mixed))
+    assert code == 1 and "of job other-job is given twice" in err
+    code, out, _ = store_cli(capsys, tmp_path / "b", "ls", "jobs", "--json")
+    assert code == 0 and out == []

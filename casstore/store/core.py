@@ -16,7 +16,13 @@ from pydantic import BaseModel
 
 from casstore.compress import Compression
 from casstore.discovery import DiscoveredTask, check_name, default_name
-from casstore.errors import PublicationError, StoreError, UnknownReferenceError, UsageError
+from casstore.errors import (
+    PublicationError,
+    StoreError,
+    UnknownReferenceError,
+    UsageError,
+    printable,
+)
 from casstore.limits import Limits
 from casstore.scan import scan_tree
 from casstore.store.fileset import ArchiveRef, Filesets, check_prefix
@@ -150,6 +156,8 @@ class Store:
     ):
         if str(root) == "":
             raise UsageError('""', "no store directory given (pass --store DIR)")
+        if printable(str(root)) != str(root):  # undecodable bytes: no LMDB path
+            raise UsageError(printable(str(root)), "the store path is not valid UTF-8")
         self.root = Path(root)
         if self.root.exists() and not self.root.is_dir():
             raise UsageError(str(root), "the store is not a directory")

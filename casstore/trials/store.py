@@ -48,10 +48,11 @@ from typing import TYPE_CHECKING, Any
 import lmdb
 import msgspec
 
-from casstore.errors import CheckError, UnknownReferenceError, UsageError
+from casstore.errors import CheckError, UnknownReferenceError, UsageError, printable
 from casstore.store.index import Txn, decode
 from casstore.trials.evidence import (
     decompress,
+    dictionary_id,
     entry_key,
     frame_count,
     frame_of,
@@ -134,6 +135,8 @@ def import_jobs(
     job_dirs = find_jobs(dirs) if dirs else []
     if name is not None and len(job_dirs) + len(files) != 1:
         raise UsageError(name, "--name needs a single job")
+    if name is not None and not _is_text(name):
+        raise UsageError(printable(name), "--name is not valid Unicode text")
     reports: list[ImportReport] = []
     # each job directory listed once (scandir, no stat per entry): for the total and the parse
     listings = {job_dir: _subdir_names(job_dir) for job_dir in job_dirs}
@@ -148,6 +151,8 @@ def import_jobs(
         by_job: dict[str, list[TrialRecord]] = {}
         for record in records:
             by_job.setdefault(record.job_id, []).append(record)
+        for job_id, group in by_job.items():  # the whole file checked before any import
+            _given_once(group, job_id, str(file))
         for job_id, group in by_job.items():
             reports.append(import_records(store, job_id, group, key, name, where=str(file)))
     return reports
@@ -620,14 +625,7 @@ def import_records(
     ``where``); the job's path is its trials' job directory (from their ``result_path``)
     when they agree on one. A stored trial of the same name is replaced. Raises
     :class:`CheckError` naming ``where`` when a trial name is given twice."""
-    seen: set[str] = set()
-    for r in records:
-        if r.trial_name in seen:
-            raise CheckError(
-                where or job_id,
-                f"trial {r.trial_name!r} of job {job_id} is given twice; pass each trial once",
-            )
-        seen.add(r.trial_name)
+    _given_once(records, job_id, where or job_id)
     existing = store.index.read(lambda txn: txn.get("jobs", job_id))
     previous = stored_job(job_id, existing) if existing else None
     _check_name(where or job_id, job_id, name, previous)
@@ -641,6 +639,27 @@ def import_records(
         record.name, record.path = previous.name, previous.path or record.path
         record.dictionary = previous.dictionary
     return store.index.write(lambda txn: _store_job(txn, parsed, previous, replace=True))
+
+
+def _given_once(records: list[TrialRecord], job_id: str, where: str) -> None:
+    """CheckError naming ``where`` when two of the job's ``records`` have one trial name."""
+    seen: set[str] = set()
+    for r in records:
+        if r.trial_name in seen:
+            raise CheckError(
+                where,
+                f"trial {r.trial_name!r} of job {job_id} is given twice; pass each trial once",
+            )
+        seen.add(r.trial_name)
+
+
+def _is_text(name: str) -> bool:
+    """Whether ``name`` encodes as UTF-8 (no undecodable bytes held as surrogates)."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _job_dir_of(records: list[TrialRecord]) -> str | None:
@@ -699,6 +718,9 @@ def jobs(store: Store) -> list[JobRecord]:
 def job_record(store: Store, job: str) -> JobRecord:
     """The job with id or name ``job``. UnknownReferenceError if none (or a name is shared
     by several jobs: use the id); CorruptStoreError when a job record it reads is damaged."""
+
+    if not _is_text(job):
+        raise UnknownReferenceError(printable(job), "no imported job with that id or name")
 
     def body(txn: Txn) -> JobRecord:
         raw = txn.get("jobs", job)
@@ -773,9 +795,12 @@ def evidence_bytes(store: Store, ref: str) -> bytes:
         value = txn.raw_get("evidence", key)
         if value is None:
             raise UnknownReferenceError(ref, "no evidence with that digest")
+        is_pack = _is_pack(value)
+        if index is not None and not is_pack:
+            raise UnknownReferenceError(ref, "an evidence entry, not a pack: name it without #")
         if index is not None and index >= decode("evidence", key, frame_count, value):
             raise UnknownReferenceError(ref, "the evidence pack has no frame with that index")
-        if index is None and _is_pack(value):
+        if index is None and is_pack:
             raise UnknownReferenceError(ref, "an evidence pack: name a frame, <digest>#<index>")
         if index is None:
             return decode("evidence", key, checked_entry, txn, key, value)
@@ -799,6 +824,8 @@ def _decompress(txn: Txn, value: bytes | memoryview, index: int | None) -> bytes
     store's entry (no checksum) is checked against its key instead (``ValueError``)."""
     frame, name, size = frame_of(value, index)
     dictionary = txn.get("zstd_dicts", name) if name else None
+    if name and (not isinstance(dictionary, bytes) or dictionary_id(dictionary) != name):
+        raise ValueError(f"zstd_dicts/{name} is missing or does not hash to its id")
     data = decompress(frame, dictionary)
     if len(data) != size:
         raise ValueError(f"{len(data)} bytes decompressed, {size} recorded")
