@@ -49,6 +49,7 @@ __all__ = [
     "UnknownReferenceError",
     "UnsafePathError",
     "UsageError",
+    "is_text",
     "printable",
 ]
 
@@ -202,6 +203,18 @@ class MetricScriptError(ScoringError):
     """A custom ``metric.py`` failed, hung past its timeout or wrote no JSON object."""
 
     kind = "metric_script"
+
+
+def is_text(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (no undecodable bytes held as surrogates, no lone
+    surrogate)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def printable(text: str) -> str:

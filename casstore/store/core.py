@@ -21,6 +21,7 @@ from casstore.errors import (
     StoreError,
     UnknownReferenceError,
     UsageError,
+    is_text,
     printable,
 )
 from casstore.limits import Limits
@@ -156,7 +157,7 @@ class Store:
     ):
         if str(root) == "":
             raise UsageError('""', "no store directory given (pass --store DIR)")
-        if printable(str(root)) != str(root):  # undecodable bytes: no LMDB path
+        if not is_text(str(root)):  # undecodable bytes: no LMDB path
             raise UsageError(printable(str(root)), "the store path is not valid UTF-8")
         self.root = Path(root)
         if self.root.exists() and not self.root.is_dir():

@@ -9,8 +9,8 @@ has one row per trial record (``corrupt_reward_table``; the row count is not com
 pack does not decode: its record count is unknown); and, for a job read from its job
 directory (its record has ``imported_at``), every trial's evidence and zstd dictionary exist
 (``missing_evidence``), and every evidence pack a trial references hashes to its key and
-holds the trial's frame, every dictionary to its id (``corrupt_evidence``; older per-file
-entries are looked up only). Trials imported only from saved-trials files keep their evidence where
+holds the trial's frame, every older per-file entry to its key, every dictionary to its id
+(``corrupt_evidence``). Trials imported only from saved-trials files keep their evidence where
 it was (see :func:`casstore.trials.store.import_records`), so their evidence is not looked up.
 
 Problems are ``(kind, ref, message)``: ``ref`` is the job id, or ``<job id>/<trial name>`` for
@@ -24,11 +24,13 @@ from typing import NamedTuple
 
 from casstore.errors import CorruptStoreError
 from casstore.store.index import Txn, decode, unpack
-from casstore.trials.evidence import dictionary_id, entry_key, frame_count, split_reference
+from casstore.trials.evidence import entry_key, frame_count, split_reference
 from casstore.trials.records import JobRecord, TrialRecord
 from casstore.trials.store import (
+    checked_dictionary,
     checked_entry,
     job_packs,
+    older_trials,
     stored_job,
     stored_pack,
     stored_table,
@@ -104,7 +106,7 @@ def _check_trials(
     where: dict[str, str] = {}  # trial name -> the pack or record holding it
     complete = True
     for db, items, decoder in (
-        ("trials", txn.raw_items("trials", f"{job_id}/"), _single),
+        ("trials", older_trials(txn, job_id), _single),
         ("trial_packs", job_packs(txn, job_id), stored_pack),
     ):
         for key, raw in items:
@@ -182,8 +184,7 @@ class _EvidenceCheck:
             message = f"evidence reference {trial.evidence} is trial {other!r}'s"
             found.append(Problem("corrupt_trial", ref, message))
         if problem is not None:
-            kind = "missing_evidence" if problem.endswith(": missing") else "corrupt_evidence"
-            found.append(Problem(kind, ref, problem))
+            found.append(Problem(_evidence_kind(problem), ref, problem))
         elif index is not None and index >= frames:
             message = f"evidence/{key}: {frames} frames, no frame {index}"
             found.append(Problem("corrupt_evidence", ref, message))
@@ -193,21 +194,16 @@ class _EvidenceCheck:
                 self.dictionaries[name] = self._dictionary(name)
             problem = self.dictionaries[name]
             if problem is not None:
-                kind = "missing_evidence" if problem.endswith(": missing") else "corrupt_evidence"
-                found.append(Problem(kind, ref, problem))
+                found.append(Problem(_evidence_kind(problem), ref, problem))
         return found
 
     def _dictionary(self, name: str) -> str | None:
         """The problem of the zstd dictionary ``name`` (missing; bytes not hashing to its
         id), or None."""
         try:
-            data = self.txn.get("zstd_dicts", name)
-        except CorruptStoreError as error:
+            checked_dictionary(self.txn, name)
+        except (ValueError, CorruptStoreError) as error:
             return str(error)
-        if data is None:
-            return f"zstd_dicts/{name}: missing"
-        if not isinstance(data, bytes) or dictionary_id(data) != name:
-            return f"zstd_dicts/{name}: the dictionary's bytes do not hash to its id"
         return None
 
     def _value(self, key: str, pack: bool) -> tuple[str | None, int]:
@@ -222,13 +218,19 @@ class _EvidenceCheck:
             except CorruptStoreError as error:
                 return str(error), 0
             return None, 0
-        if entry_key(raw) != key:
-            return f"evidence/{key}: the pack's bytes hash to {entry_key(raw)}", 0
+        digest = entry_key(raw)
+        if digest != key:
+            return f"evidence/{key}: the pack's bytes hash to {digest}", 0
         try:
             frames = decode("evidence", key, frame_count, raw)
         except CorruptStoreError as error:
             return str(error), 0
         return None, frames
+
+
+def _evidence_kind(problem: str) -> str:
+    """The problem kind of an evidence or dictionary problem message."""
+    return "missing_evidence" if problem.endswith(": missing") else "corrupt_evidence"
 
 
 def _table_problem(txn: Txn, job_id: str, trials: int | None) -> Problem | None:

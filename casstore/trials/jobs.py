@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import msgspec
 import numpy as np
 
-from casstore.errors import CheckError, UsageError
+from casstore.errors import CheckError, UsageError, is_text
 from casstore.trials.evidence import Evidence, encode_evidence_pack, entry_key, reference, train
 from casstore.trials.parse import ResultUnreadable, failure_of, parse_stored
 from casstore.trials.records import (
@@ -346,7 +346,7 @@ def _read_chunk(args: tuple[str, list[str], str], evidence: Evidence) -> _Chunk:
         base = "" if dir_fd is not None else job_dir + "/"
         open_, read, close = os.open, os.read, os.close
         for index, name in enumerate(names):
-            if not (name.isascii() or _is_text(name)):
+            if not is_text(name):
                 errors.append((index, "the trial directory's name is not valid UTF-8"))
                 continue
             path = name + "/result.json"
@@ -387,18 +387,9 @@ def _read_chunk(args: tuple[str, list[str], str], evidence: Evidence) -> _Chunk:
     return _pack_chunk(rows, errors, records, blobs, dict_id, reward_key)
 
 
-def _is_text(name: str) -> bool:
-    """Whether ``name`` (a file name, undecodable bytes held as surrogates) is UTF-8 text."""
-    try:
-        name.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _shown(name: str) -> str:
     """A file name as text: bytes that are not UTF-8 written ``\\xNN``."""
-    if name.isascii() or _is_text(name):
+    if is_text(name):
         return name
     return os.fsencode(name).decode("utf-8", "backslashreplace")
 
@@ -1028,7 +1019,7 @@ def read_job(
     path = Path(path)
     if not path.is_dir():
         raise UsageError(str(path), "not a directory (expected a Harbor job directory)")
-    if not _is_text(str(path.resolve())):
+    if not is_text(str(path.resolve())):
         raise UsageError(os.fsdecode(path), "the job directory's path is not valid UTF-8")
     config_bytes = _read_bytes(path / "config.json")
     config = _decode(config_bytes)

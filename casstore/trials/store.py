@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 import lmdb
 import msgspec
 
-from casstore.errors import CheckError, UnknownReferenceError, UsageError, printable
+from casstore.errors import CheckError, UnknownReferenceError, UsageError, is_text, printable
 from casstore.store.index import Txn, decode
 from casstore.trials.evidence import (
     decompress,
@@ -90,6 +90,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PACK",
     "TRIAL_DATABASES",
+    "checked_dictionary",
     "checked_entry",
     "evidence_bytes",
     "import_jobs",
@@ -97,6 +98,7 @@ __all__ = [
     "job_packs",
     "job_record",
     "jobs",
+    "older_trials",
     "reward_table",
     "stored_job",
     "stored_pack",
@@ -135,7 +137,7 @@ def import_jobs(
     job_dirs = find_jobs(dirs) if dirs else []
     if name is not None and len(job_dirs) + len(files) != 1:
         raise UsageError(name, "--name needs a single job")
-    if name is not None and not _is_text(name):
+    if name is not None and not is_text(name):
         raise UsageError(printable(name), "--name is not valid Unicode text")
     reports: list[ImportReport] = []
     # each job directory listed once (scandir, no stat per entry): for the total and the parse
@@ -426,16 +428,17 @@ def _not_stored(
     than the stored trial of their name are reported on ``record``
     (``duplicate_trial_name``, with their trial directories)."""
     known = {t.trial_name: _trial_dir(t) for t in stored}
-    twice = [t for t in trials if known.get(t.trial_name, _trial_dir(t)) != _trial_dir(t)]
-    if not twice:
-        return [t for t in trials if t.trial_name not in known]
-    dirs = [_trial_dir(t) for t in twice]
-    found = next((d for d in record.diagnostics if d.get("code") == "duplicate_trial_name"), None)
-    if found is None:
-        found = {"code": "duplicate_trial_name", "count": 0, "trial_dirs": []}
-        record.diagnostics.append(found)
-    found["trial_dirs"] = list(dict.fromkeys([*found["trial_dirs"], *dirs]))  # (retried writes)
-    found["count"] = len(found["trial_dirs"])
+    dirs = [
+        _trial_dir(t) for t in trials if known.get(t.trial_name, _trial_dir(t)) != _trial_dir(t)
+    ]
+    if dirs:
+        code = "duplicate_trial_name"
+        found = next((d for d in record.diagnostics if d.get("code") == code), None)
+        if found is None:
+            found = {"code": code, "count": 0, "trial_dirs": []}
+            record.diagnostics.append(found)
+        found["trial_dirs"] = list(dict.fromkeys([*found["trial_dirs"], *dirs]))  # (retries)
+        found["count"] = len(found["trial_dirs"])
     return [t for t in trials if t.trial_name not in known]
 
 
@@ -463,8 +466,14 @@ def _put_dictionary(txn: Txn, parsed: ImportedJob) -> None:
 
 def _has_trials(txn: Txn, job_id: str) -> bool:
     """Whether the store holds trial records of ``job_id`` (packs, or older single records)."""
-    older = next(txn.raw_items("trials", f"{job_id}/"), None)
+    older = next(older_trials(txn, job_id), None)
     return older is not None or next(job_packs(txn, job_id), None) is not None
+
+
+def older_trials(txn: Txn, job_id: str) -> Iterator[tuple[bytes, bytes]]:
+    """``(key, value)`` of the job's single trial records in ``trials`` (schemas 1 and 2:
+    keys ``<job id>/<trial name>``)."""
+    return txn.raw_items("trials", f"{job_id}/")
 
 
 _TRIAL_NAME = operator.attrgetter("trial_name")
@@ -488,7 +497,7 @@ def _delete_trials(txn: Txn, job_id: str) -> None:
     """Remove every trial record of ``job_id`` (packs, and older single records)."""
     for db, found in (
         ("trial_packs", job_packs(txn, job_id)),
-        ("trials", txn.raw_items("trials", f"{job_id}/")),
+        ("trials", older_trials(txn, job_id)),
     ):
         for key in [key for key, _ in found]:
             txn._txn.delete(key, db=txn._dbs[db])
@@ -653,15 +662,6 @@ def _given_once(records: list[TrialRecord], job_id: str, where: str) -> None:
         seen.add(r.trial_name)
 
 
-def _is_text(name: str) -> bool:
-    """Whether ``name`` encodes as UTF-8 (no undecodable bytes held as surrogates)."""
-    try:
-        name.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _job_dir_of(records: list[TrialRecord]) -> str | None:
     """The absolute job directory the trials were read from, when they all name the same."""
     dirs = {
@@ -719,7 +719,7 @@ def job_record(store: Store, job: str) -> JobRecord:
     """The job with id or name ``job``. UnknownReferenceError if none (or a name is shared
     by several jobs: use the id); CorruptStoreError when a job record it reads is damaged."""
 
-    if not _is_text(job):
+    if not is_text(job):
         raise UnknownReferenceError(printable(job), "no imported job with that id or name")
 
     def body(txn: Txn) -> JobRecord:
@@ -769,10 +769,8 @@ def trial_records(store: Store, job: str) -> list[TrialRecord]:
 def _stored_trials(txn: Txn, job_id: str, path: str | None, reward_key: str) -> list[TrialRecord]:
     """The stored trial records of ``job_id`` (by trial name), decoded for the job record's
     ``path`` and ``reward_key`` (see :func:`stored_pack`, :func:`stored_trial`)."""
-    prefix = f"{job_id}/"
     records = [
-        stored_trial(key, raw, job_id, path, reward_key)
-        for key, raw in txn.raw_items("trials", prefix)
+        stored_trial(key, raw, job_id, path, reward_key) for key, raw in older_trials(txn, job_id)
     ]
     for key, raw in job_packs(txn, job_id):
         records += stored_pack(key, raw, job_id, path, reward_key)
@@ -823,12 +821,21 @@ def _decompress(txn: Txn, value: bytes | memoryview, index: int | None) -> bytes
     zstd dictionary when it names one. A pack's frames carry zstd checksums; an older
     store's entry (no checksum) is checked against its key instead (``ValueError``)."""
     frame, name, size = frame_of(value, index)
-    dictionary = txn.get("zstd_dicts", name) if name else None
-    if name and (not isinstance(dictionary, bytes) or dictionary_id(dictionary) != name):
-        raise ValueError(f"zstd_dicts/{name} is missing or does not hash to its id")
-    data = decompress(frame, dictionary)
+    data = decompress(frame, checked_dictionary(txn, name) if name else None)
     if len(data) != size:
         raise ValueError(f"{len(data)} bytes decompressed, {size} recorded")
+    return data
+
+
+def checked_dictionary(txn: Txn, name: str) -> bytes:
+    """The zstd dictionary stored as ``name`` (its ``sha256:`` id). Raises ``ValueError``
+    when it is missing or its bytes do not hash to its id (CorruptStoreError when the value
+    does not decode)."""
+    data = txn.get("zstd_dicts", name)
+    if data is None:
+        raise ValueError(f"zstd_dicts/{name}: missing")
+    if not isinstance(data, bytes) or dictionary_id(data) != name:
+        raise ValueError(f"zstd_dicts/{name}: the dictionary's bytes do not hash to its id")
     return data
 
 
