@@ -1,0 +1,135 @@
+"""Archives, store bytes and JSON stay byte-identical across refactors.
+
+The digests below were recorded at commit 8e2c795, before the code was re-layered (issue 16):
+every fixture task packed with each compression; the tb2-haiku job imported into a fresh store
+and the fixture tasks published and pinned in a taskset, each stored value hashed as LMDB holds
+it; ``casstore import --json`` and ``rescore --json`` of the job. Only what depends on the
+clock or on where the checkout lies is left out (a job record's ``imported_at`` and ``path``,
+a revision's ``created``, a name's history times). A change of any byte of an archive, a trial
+pack, an evidence pack, a zstd dictionary, a reward table, a record or a report fails here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from casstore.pack import pack_tree
+from casstore.store import Store
+from cli.main import run
+from tests.conftest import FIXTURES, real_task_dirs
+
+pytestmark = pytest.mark.realdata
+
+JOB = FIXTURES / "jobs" / "tb2-haiku" / "jobs" / "2026-05-10__01-23-57"
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _archives() -> dict[str, str]:
+    """``{"<suite>/<task> <compression>": address}`` of every fixture task."""
+    found = {}
+    for task in real_task_dirs():
+        for compression in ("gzip", "zstd", "none"):
+            result = pack_tree(task, None, compression)
+            found[f"{task.parent.name}/{task.name} {compression}"] = str(result.address)
+    return found
+
+
+def _values(store: Store, db: str) -> dict[str, str]:
+    """``{key: sha256 of the stored bytes}`` of one database."""
+    return store.index.read(
+        lambda txn: {key.decode(): _sha(bytes(raw)) for key, raw in txn.raw_items(db)}
+    )
+
+
+def _records(store: Store, db: str, *unstable: str) -> dict[str, str]:
+    """``{key: sha256}`` of the stored maps of ``db`` without their ``unstable`` fields (the
+    clock's, the checkout's), re-encoded in their stored order."""
+    found = {}
+    for key, raw in store.index.read(lambda txn: list(txn.raw_items(db))):
+        record = msgpack.unpackb(raw)
+        for name in unstable:
+            record.pop(name, None)
+        found[key.decode()] = _sha(msgpack.packb(record, use_bin_type=True))
+    return found
+
+
+def _names(store: Store, db: str) -> dict[str, list[str]]:
+    """``{name: [revision digest, ...]}`` of a names database (history times left out)."""
+    return {
+        key.decode(): [entry["digest"] for entry in msgpack.unpackb(raw)["history"]]
+        for key, raw in store.index.read(lambda txn: list(txn.raw_items(db)))
+    }
+
+
+def test_json_is_byte_identical(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``casstore import --json`` and ``casstore rescore --json`` of the job print the bytes
+    they printed before (the import's ``harbor_schema_drift`` lists fields, no times)."""
+    printed = {}
+    for argv in (["import", str(JOB)], ["rescore", str(JOB)], ["rescore", JOB.name]):
+        capsys.readouterr()
+        assert run(["--store", str(tmp_path / "store"), *argv, "--json"]) == 0
+        printed[argv[0] + " " + ("dir" if "/" in argv[1] else "name")] = capsys.readouterr().out
+    assert printed["rescore dir"] == printed["rescore name"]
+    assert {key: _sha(text.encode()) for key, text in printed.items()} == JSON
+
+
+def test_archives_are_byte_identical() -> None:
+    assert _sha(repr(sorted(_archives().items())).encode()) == ARCHIVES
+
+
+def test_store_bytes_are_byte_identical(tmp_path: Path) -> None:
+    from casstore.discovery import discover
+
+    with Store(tmp_path / "store") as store:
+        (report,) = store.import_jobs([JOB])
+        assert (report.trials, report.imported) == (89, 89)
+        for task in real_task_dirs():
+            for found in discover(task):
+                store.publish(found, f"{task.parent.name}.{task.name}")
+        names = [f"{task.parent.name}.{task.name}" for task in real_task_dirs()]
+        store.tasksets.create("fixtures", names)
+        found = {db: _values(store, db) for db in STORED_DATABASES}
+        found["jobs"] = _records(store, "jobs", "imported_at", "path")
+        found["revisions"] = _records(store, "revisions", "created")
+        found["taskset_revisions"] = _records(store, "taskset_revisions", "created")
+        found["tasks"] = _names(store, "tasks")
+        found["tasksets"] = _names(store, "tasksets")
+    digests = {db: _sha(repr(sorted(values.items())).encode()) for db, values in found.items()}
+    assert digests == STORE
+    assert len(found["trial_packs"]) == 1
+    assert len(found["revisions"]) == len(names) == 22
+
+
+STORED_DATABASES = (
+    "trial_packs",
+    "trials",
+    "reward_tables",
+    "evidence",
+    "zstd_dicts",
+)
+
+ARCHIVES = "196f22fbcded33a8b8fb62511a65d89835097d137879826fa6786b78a63f3b7d"
+JSON = {
+    "import dir": "43958dffd7435639c8d51bd4e408dc525d61884cfd4eef1baa81784ee16129cd",
+    "rescore dir": "4d563e227a6818e8eb7affc836b1d9241cdf43b0465bde2d499ae8602c3df37e",
+    "rescore name": "4d563e227a6818e8eb7affc836b1d9241cdf43b0465bde2d499ae8602c3df37e",
+}
+STORE = {
+    "trial_packs": "d3f20740386f5dec3715b9e212587bb9fcf097f82e0791094d526f737d6fe6e0",
+    "trials": "4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945",
+    "reward_tables": "f144fe9781420b5aa324d8ca470b999b5b74c0586c99ed5ac62e42c69ab4fe12",
+    "evidence": "48634212dc08273cb17d405dd5836066deeb40dd121f15b6d7f5191ac0910092",
+    "zstd_dicts": "23ae0a661c9517304b3e1fdd1f8376a31ec7d4fb9711b1b03d8eb7bd09dd3fe5",
+    "jobs": "d0316bef1ab3cd7577586dd21523d1e83380bb0b1f25435b3ee0c32d77844550",
+    "revisions": "fee5961c6ed32947663f18ea4398b03300a2aae9dced64f9b860a32fa68f17d5",
+    "taskset_revisions": "ed1527785ec287b77a33ab3b3b67c4b9dd4cd682b415adb5b1e354c17da7df53",
+    "tasks": "ef5b13488c182556ab9168fc7b9340476dd5f82f805e82f3eef41a25ed76a9e7",
+    "tasksets": "6aeec7007ef3b5691f8ac7bdbde17d54ac37a5706606774092846fd9d17f4513",
+}
