@@ -31,8 +31,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.trees import SHAPES, TreeShape, make_tree, tree_bytes
-from casstore.pack import pack_tree
-from casstore.read import verify_archive
+from casstore.archive.pack import pack_tree
+from casstore.archive.read import verify_archive
 
 TAR = (
     "tar --sort=name --format=posix --pax-option=delete=atime,delete=ctime --mtime=@0 "

@@ -26,8 +26,8 @@ import pytest
 
 from benchmarks.conftest import SUFFIX, Tree, gnu_pack, gnu_read, harbor_pack
 from benchmarks.trees import SHAPES, make_tree, tree_bytes
-from casstore.pack import pack_tree
-from casstore.read import extract_archive, verify_archive
+from casstore.archive.pack import pack_tree
+from casstore.archive.read import extract_archive, verify_archive
 
 MiB = 1 << 20
 COMPRESSIONS = ("gzip", "zstd", "none")
@@ -207,7 +207,7 @@ def test_extract(benchmark, trees, archives, tree, compression, tool, tmp_path):
 _CHILD = """
 import re, sys
 from pathlib import Path
-from casstore.pack import pack_tree
+from casstore.archive.pack import pack_tree
 import harbor.models.task.config  # imported by packing anyway (task.toml check)
 if len(sys.argv) > 1:
     result = pack_tree(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])
@@ -241,7 +241,7 @@ def huge_tree(tmp_path_factory, enabled):
 @parametrize_compressions
 def test_pack_peak_rss(benchmark, huge_tree, compression, tmp_path):
     """Peak RSS of a fresh process packing 2 GiB, asserted below 100 MiB for every
-    compression (zstd runs fixed 1 MiB jobs; see casstore.compress)."""
+    compression (zstd runs fixed 1 MiB jobs; see casstore.archive.compress)."""
     out = tmp_path / f"huge{SUFFIX[compression]}"
     benchmark.group = "pack-huge-rss"
     args = (str(huge_tree.path), str(out), compression)

@@ -35,8 +35,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from casstore.table.columns import Flag, Kind, RewardTable
 from scoring import score
-from scoring.table import Flag, Kind, RewardTable
 
 ATTEMPTS = 10
 GROUP = "rescore"

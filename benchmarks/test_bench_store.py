@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from casstore.discovery import TaskCollection, discover
+from casstore.archive.discover import TaskCollection, discover
 from casstore.store import Index, Store
 
 TASK_TOML = "[verifier]\ntimeout_sec = 10.0\n"

@@ -20,6 +20,7 @@ __all__ = ["Algorithm", "Digest", "Hasher", "new_hasher"]
 
 Algorithm = Literal["sha256", "blake3"]
 _FORM = re.compile(r"(sha256|blake3):([0-9a-f]{64})")
+_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 class Hasher(Protocol):
@@ -58,6 +59,18 @@ class Digest:
         if algorithm is not None and match.group(1) != algorithm:
             raise UsageError(None, f"{text!r} is not a {algorithm}: digest")
         return cls(match.group(1), match.group(2))  # type: ignore[arg-type]
+
+    @classmethod
+    def of(cls, data: bytes | bytearray | memoryview, algorithm: Algorithm = "sha256") -> Digest:
+        """The digest of ``data`` (bytes-like) with ``algorithm``."""
+        hasher = new_hasher(algorithm)
+        hasher.update(data)
+        return hasher.digest()
+
+    @staticmethod
+    def is_hex(text: str) -> bool:
+        """Whether ``text`` is a digest's hex part: 64 lowercase hex digits."""
+        return _HEX.fullmatch(text) is not None
 
     def __str__(self) -> str:
         return f"{self.algorithm}:{self.hex}"

@@ -109,7 +109,7 @@ class EntryTypeError(CheckError):
 
 
 class LimitError(CheckError):
-    """A bound of :class:`casstore.limits.Limits` was exceeded."""
+    """A bound of :class:`casstore.archive.limits.Limits` was exceeded."""
 
     kind = "limit"
 

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
+from casstore.archive.pack import pack_tree
+from casstore.archive.read import extract_archive, verify_archive
 from casstore.errors import CheckError
-from casstore.pack import pack_tree
-from casstore.read import extract_archive, verify_archive
 from cli.options import CompressionOption, JsonOption, LimitOption, limits_from
 from cli.output import emit_json, fail, out_console
 

@@ -17,18 +17,18 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from casstore.discovery import discover
+from casstore.archive.discover import discover
+from casstore.archive.pack import pack_tree
+from casstore.archive.read import extract_archive, verify_archive
 from casstore.errors import CheckError, UsageError
-from casstore.example import EXAMPLE_TASKS, write_example_suite
-from casstore.example_job import write_example_job
-from casstore.pack import pack_tree
-from casstore.read import extract_archive, verify_archive
+from casstore.examples.job import write_example_job
+from casstore.examples.suite import EXAMPLE_TASKS, write_example_suite
+from casstore.sources import check_taskset
 from casstore.store import Store
 from cli.options import JsonOption
 from cli.output import emit_json, out_console
 from cli.rescore import print_report
 from scoring import score
-from scoring._inputs import check_taskset
 
 __all__ = ["register"]
 

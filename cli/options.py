@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from casstore.compress import Compression
-from casstore.limits import Limits
+from casstore.archive.compress import Compression
+from casstore.archive.limits import Limits
 
 __all__ = [
     "CompressionOption",

@@ -46,10 +46,10 @@ import typer
 from rich.table import Table
 
 from casstore.errors import UsageError
+from casstore.sources import check_taskset, load_sources, taskset_views
 from cli.options import GlobalOptions, JsonOption
 from cli.output import emit_json, out_console
 from scoring import BUILTIN_METRIC_NAMES, ScoreReport, load_views, score
-from scoring._inputs import check_taskset, load_sources, taskset_views
 
 __all__ = ["print_report", "register"]
 

@@ -15,7 +15,7 @@ from typing import Annotated
 import orjson
 import typer
 
-from casstore.discovery import discover
+from casstore.archive.discover import discover
 from casstore.errors import UsageError
 from casstore.store import DEFAULT_FILESET, DEFAULT_WORKSPACE, Store
 from cli.options import CompressionOption, GlobalOptions, JsonOption

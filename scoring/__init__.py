@@ -7,6 +7,7 @@ Entry points: :func:`score` (a :class:`RewardTable` → :class:`ScoreReport`),
 :mod:`scoring.report`; the per-attempt rules and statuses in :mod:`scoring._rules`.
 """
 
+from casstore.table.columns import Flag, Kind, RewardTable, harbor_evals_key
 from scoring._engine import DEFAULT_GROUP_BY, GROUP_FIELDS, score, summarize
 from scoring._errors import MetricScriptError, ScoringError
 from scoring._harbor import (
@@ -23,7 +24,6 @@ from scoring._rules import STATUS_NAMES, Attempts, Code, Diagnostics, Status, ap
 from scoring._stderr import ci95, clt_stderr, cluster_mean_stderr
 from scoring._views import Signal, View, evaluate_views, load_views, parse_views
 from scoring.report import SCHEMA, ScoreReport
-from scoring.table import Flag, Kind, RewardTable, harbor_evals_key
 
 BUILTIN_METRIC_NAMES: tuple[str, ...] = tuple(BUILTIN_METRICS)
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from casstore.table.columns import RewardTable
 from scoring._errors import ScoringError
 from scoring._harbor import (
     BUILTIN_METRICS,
@@ -37,7 +38,6 @@ from scoring._pass_at_k import default_ks, pass_at_k_and_hat
 from scoring._rules import apply_rules
 from scoring._views import Signal, View, evaluate_views, load_views
 from scoring.report import Block, GroupReport, ScoreReport, TaskTable, _counts
-from scoring.table import RewardTable
 
 __all__ = ["DEFAULT_GROUP_BY", "GROUP_FIELDS", "score", "summarize"]
 

@@ -62,8 +62,8 @@ from typing import Any
 
 import numpy as np
 
+from casstore.table.columns import Flag, Kind, RewardTable
 from scoring._pass_at_k import pair_index
-from scoring.table import Flag, Kind, RewardTable
 
 __all__ = [
     "BUILTIN_METRICS",

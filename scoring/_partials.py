@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from casstore.table.columns import RewardTable
+from casstore.table.npz import Strings, as_str_array
 from scoring._errors import ScoringError
 from scoring._rules import EMITTED_CODE, PRIMARY_TABLES, Attempts, Status
-from scoring.table import RewardTable, Strings, as_str_array
 
 __all__ = ["CELL_FIELDS", "Partials"]
 

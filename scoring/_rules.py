@@ -1,7 +1,7 @@
 """Per-attempt rules (SPEC section 5): status, emitted primary, emitted secondaries, diagnostics.
 
-Vectorised over a :class:`~scoring.table.RewardTable` of ``n`` rows, ``k`` secondary keys and
-``T`` tasks; no per-row Python loop (diagnostic dicts are only built on demand, one per issue).
+Vectorised over a :class:`~casstore.table.columns.RewardTable` of ``n`` rows, ``k`` secondary keys
+and ``T`` tasks; no per-row Python loop (diagnostic dicts are only built on demand, one per issue).
 
 Statuses (exactly one per attempt):
 
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from scoring.table import Kind, RewardTable
+from casstore.table.columns import Kind, RewardTable
 
 __all__ = ["STATUS_NAMES", "Attempts", "Code", "Diagnostics", "Status", "apply_rules"]
 

@@ -64,11 +64,11 @@ from typing import Any
 
 import numpy as np
 
+from casstore.table.columns import RewardTable
 from scoring._mean import OutputStats, within_task_stderr
 from scoring._partials import Partials
 from scoring._pass_at_k import PassAtK
 from scoring._rules import STATUS_NAMES, Diagnostics
-from scoring.table import RewardTable
 
 __all__ = ["SCHEMA", "Block", "GroupReport", "ScoreReport", "TaskTable"]
 

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 
 import zstandard
 
-from casstore.compress import ZSTD_LEVEL, new_encoder
-from casstore.tarformat import BLOCK, Member, encode_header, end_of_archive, pad, sort_key
+from casstore.archive.compress import ZSTD_LEVEL, new_encoder
+from casstore.archive.tarformat import BLOCK, Member, encode_header, end_of_archive, pad, sort_key
 
 __all__ = [
     "INSTRUCTION",

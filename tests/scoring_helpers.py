@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from scoring.table import Flag, Kind, RewardTable
+from casstore.table.columns import Flag, Kind, RewardTable
 
 
 def _kind_value(value: Any) -> tuple[Kind, float]:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from casstore.pack import pack_tree
+from casstore.archive.pack import pack_tree
 from cli.main import run
 from tests.helpers import make_task
 

@@ -7,7 +7,7 @@ import json
 import orjson
 import pytest
 
-from casstore.example import EXAMPLE_TASKS
+from casstore.examples.suite import EXAMPLE_TASKS
 from cli.main import run
 
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import casstore.compress
-from casstore.pack import pack_tree
-from casstore.read import extract_archive, verify_archive
+import casstore.archive.compress
+from casstore.archive.pack import pack_tree
+from casstore.archive.read import extract_archive, verify_archive
 from tests.helpers import TASK_TOML, snapshot
 
 segment = st.text(alphabet="abcXYZ019_.-é ", min_size=1, max_size=8).filter(
@@ -118,7 +118,7 @@ def test_bytes_do_not_depend_on_thread_count(tmp_path, monkeypatch, compression)
     task = build(tmp_path, {"files": files, "empty_dirs": [], "links": 0}, 3)
     addresses = set()
     for count in (1, 2, 4):
-        monkeypatch.setattr(casstore.compress, "workers", lambda count=count: count)
+        monkeypatch.setattr(casstore.archive.compress, "workers", lambda count=count: count)
         addresses.add(pack_tree(task, tmp_path / f"{compression}{count}", compression).address)
     assert len(addresses) == 1
     verify_archive(tmp_path / f"{compression}1", addresses.pop())

@@ -7,9 +7,9 @@ import hashlib
 import blake3
 import pytest
 
+from casstore.archive.limits import Limits, parse_size
 from casstore.digest import Digest, new_hasher
 from casstore.errors import LimitError, UsageError
-from casstore.limits import Limits, parse_size
 
 HEX = "ab" * 32
 

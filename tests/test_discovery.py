@@ -8,18 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from casstore.discovery import (
+from casstore.archive.discover import (
     DiscoveredTask,
     DiscoveryWarning,
     PlainTask,
     TaskCollection,
-    check_name,
-    default_name,
     discover,
     normalize_instruction,
 )
+from casstore.archive.pack import pack_tree
 from casstore.errors import EntryTypeError, TaskFormatError, UsageError
-from casstore.pack import pack_tree
+from casstore.names import check_name, default_name
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 

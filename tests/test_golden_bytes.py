@@ -17,7 +17,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from casstore.pack import pack_tree
+from casstore.archive.pack import pack_tree
 from casstore.store import Store
 from cli.main import run
 from tests.conftest import FIXTURES, real_task_dirs
@@ -85,7 +85,7 @@ def test_archives_are_byte_identical() -> None:
 
 
 def test_store_bytes_are_byte_identical(tmp_path: Path) -> None:
-    from casstore.discovery import discover
+    from casstore.archive.discover import discover
 
     with Store(tmp_path / "store") as store:
         (report,) = store.import_jobs([JOB])

@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from casstore.archive.limits import Limits
+from casstore.archive.read import extract_archive, verify_archive
+from casstore.archive.tarformat import BLOCK, Member, encode_header
 from casstore.errors import (
     CheckError,
     CorruptArchiveError,
@@ -32,9 +35,6 @@ from casstore.errors import (
     TaskFormatError,
     UnsafePathError,
 )
-from casstore.limits import Limits
-from casstore.read import extract_archive, verify_archive
-from casstore.tarformat import BLOCK, Member, encode_header
 from tests.archive_builder import (
     INSTRUCTION,
     TASK_TOML,

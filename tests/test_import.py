@@ -13,10 +13,10 @@ import pytest
 
 from casstore.errors import CheckError, RewardKeyError
 from casstore.store import Store
+from casstore.table.columns import Flag, Kind
 from casstore.trials import read_job, read_trials_jsonl, table_from_records, write_trials_jsonl
 from casstore.trials.records import REWARD_KEY_METADATA
 from casstore.trials.store import TRIAL_DATABASES
-from scoring.table import Flag, Kind
 from tests.helpers import store_cli
 from tests.trials_builder import make_job, trial_json, trial_result, write_trial
 

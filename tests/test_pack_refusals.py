@@ -20,7 +20,11 @@ from pathlib import Path
 
 import pytest
 
-import casstore.pack
+import casstore.archive.pack
+from casstore.archive.limits import Limits
+from casstore.archive.pack import pack_tree, write_archive
+from casstore.archive.read import extract_archive, verify_archive
+from casstore.archive.scan import scan_tree
 from casstore.errors import (
     CheckError,
     EntryTypeError,
@@ -30,10 +34,6 @@ from casstore.errors import (
     TaskFormatError,
     UnsafePathError,
 )
-from casstore.limits import Limits
-from casstore.pack import pack_tree, write_archive
-from casstore.read import extract_archive, verify_archive
-from casstore.scan import scan_tree
 
 TASK_TOML = "[verifier]\ntimeout_sec = 10.0\n"
 MULTI_STEP_TOML = '[[steps]]\nname = "one"\n\n[[steps]]\nname = "two"\n'
@@ -513,9 +513,9 @@ def test_special_mode_bits_are_kept(task: Path, out: Path, tmp_path: Path) -> No
 
 
 def _on_first_read_of(path: Path, change: Callable[[], None], monkeypatch) -> None:
-    """Make ``casstore.pack._read_into`` call ``change`` right after its first read of
+    """Make ``casstore.archive.pack._read_into`` call ``change`` right after its first read of
     ``path`` (matched by inode), so the file changes while it is being packed."""
-    real = casstore.pack._read_into
+    real = casstore.archive.pack._read_into
     inode = os.stat(path).st_ino
     done: list[bool] = []
 
@@ -526,7 +526,7 @@ def _on_first_read_of(path: Path, change: Callable[[], None], monkeypatch) -> No
             change()
         return got
 
-    monkeypatch.setattr(casstore.pack, "_read_into", read_into)
+    monkeypatch.setattr(casstore.archive.pack, "_read_into", read_into)
 
 
 def test_file_growing_while_read_is_refused(task: Path, out: Path, monkeypatch) -> None:
@@ -578,14 +578,14 @@ def _after_scan(change: Callable[[], None], monkeypatch) -> None:
     """Run ``change`` between the scan and the writing of the archive: the packer writes
     entries as its walk yields them, so the walk is made to list and stat every entry first,
     then ``change``, then yield them."""
-    real = casstore.pack.walk_tree
+    real = casstore.archive.pack.walk_tree
 
     def walk_then_change(start, limits):
         entries = list(real(start, limits))
         change()
         yield from entries
 
-    monkeypatch.setattr(casstore.pack, "walk_tree", walk_then_change)
+    monkeypatch.setattr(casstore.archive.pack, "walk_tree", walk_then_change)
 
 
 def test_file_size_differing_from_the_scan_is_refused(task: Path, out: Path, monkeypatch) -> None:

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-import casstore.pack
-from casstore.compress import CHUNK
+import casstore.archive.pack
+from casstore.archive.compress import CHUNK
+from casstore.archive.limits import Limits
+from casstore.archive.pack import pack_tree, write_archive
+from casstore.archive.scan import scan_tree
 from casstore.errors import CheckError, LimitError, SourceChangedError
-from casstore.limits import Limits
-from casstore.pack import pack_tree, write_archive
-from casstore.scan import scan_tree
 from tests.helpers import make_task
 
 # Sizes around the block and chunk boundaries; the small files between them move the offset
@@ -88,8 +88,10 @@ def packed_stream(task: Path, limits: Limits | None = None) -> bytes:
 
 
 def _wrap_read(monkeypatch, wrapper: Callable) -> None:
-    real = casstore.pack._read_into
-    monkeypatch.setattr(casstore.pack, "_read_into", lambda fd, buffers: wrapper(real, fd, buffers))
+    real = casstore.archive.pack._read_into
+    monkeypatch.setattr(
+        casstore.archive.pack, "_read_into", lambda fd, buffers: wrapper(real, fd, buffers)
+    )
 
 
 def test_stream_equals_tarfile(task: Path) -> None:

@@ -16,8 +16,12 @@ from pathlib import Path
 
 import pytest
 
-import casstore.pack
-from casstore.compress import CHUNK
+import casstore.archive.pack
+from casstore.archive.compress import CHUNK
+from casstore.archive.limits import Limits
+from casstore.archive.pack import pack_tree, write_archive
+from casstore.archive.read import verify_archive
+from casstore.archive.scan import scan_tree
 from casstore.errors import (
     CheckError,
     EntryTypeError,
@@ -26,10 +30,6 @@ from casstore.errors import (
     SymlinkError,
     UsageError,
 )
-from casstore.limits import Limits
-from casstore.pack import pack_tree, write_archive
-from casstore.read import verify_archive
-from casstore.scan import scan_tree
 from cli.main import run
 from tests.helpers import make_task
 
@@ -58,13 +58,13 @@ def out(tmp_path: Path) -> Path:
 def reads(monkeypatch) -> list[int]:
     """The inode of every file the packer reads from, once per read call, in order."""
     seen: list[int] = []
-    real = casstore.pack._read_into
+    real = casstore.archive.pack._read_into
 
     def spy(fd: int, buffers) -> int:
         seen.append(os.fstat(fd).st_ino)
         return real(fd, buffers)
 
-    monkeypatch.setattr(casstore.pack, "_read_into", spy)
+    monkeypatch.setattr(casstore.archive.pack, "_read_into", spy)
     return seen
 
 
@@ -161,7 +161,7 @@ def test_a_scan_error_found_later_wins_over_an_oversized_file_read_earlier(
 
 def _change_on_first_read(target: Path, monkeypatch) -> None:
     """Truncate ``target`` right after the packer's first read of it."""
-    real = casstore.pack._read_into
+    real = casstore.archive.pack._read_into
     inode, done = _inode(target), []
 
     def read_into(fd: int, buffers) -> int:
@@ -171,7 +171,7 @@ def _change_on_first_read(target: Path, monkeypatch) -> None:
             os.truncate(target, 0)
         return got
 
-    monkeypatch.setattr(casstore.pack, "_read_into", read_into)
+    monkeypatch.setattr(casstore.archive.pack, "_read_into", read_into)
 
 
 def test_a_file_changed_while_packing_is_refused_naming_it(task, out, monkeypatch) -> None:
@@ -262,7 +262,7 @@ def _full_disk(monkeypatch, room: int) -> None:
     def fdopen(fd: int, mode: str) -> io.BufferedWriter:
         return io.BufferedWriter(_FullDisk(fd, room))
 
-    monkeypatch.setattr(casstore.pack.os, "fdopen", fdopen)
+    monkeypatch.setattr(casstore.archive.pack.os, "fdopen", fdopen)
 
 
 def test_disk_full_names_the_output_and_never_hides_a_scan_error(

@@ -6,6 +6,9 @@ import os
 
 import pytest
 
+from casstore.archive.limits import Limits
+from casstore.archive.pack import pack_tree
+from casstore.archive.read import extract_archive, verify_archive
 from casstore.errors import (
     CheckError,
     CorruptArchiveError,
@@ -14,9 +17,6 @@ from casstore.errors import (
     UnsafePathError,
     UsageError,
 )
-from casstore.limits import Limits
-from casstore.pack import pack_tree
-from casstore.read import extract_archive, verify_archive
 from tests.helpers import make_task
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from harbor.models.task.task import Task
 
-from casstore.pack import pack_tree
-from casstore.read import extract_archive, verify_archive
+from casstore.archive.pack import pack_tree
+from casstore.archive.read import extract_archive, verify_archive
 from tests.conftest import real_task_dirs
 from tests.helpers import snapshot
 

@@ -71,7 +71,7 @@ def rescore_json_store(capsys, store: Path, *args: str) -> tuple[int, str]:
 
 
 def test_taskset_reference(capsys, fixtures_dir: Path, tmp_path: Path) -> None:
-    from casstore.discovery import discover
+    from casstore.archive.discover import discover
     from casstore.store import Store
     from casstore.trials import read_job, write_trials_jsonl
 

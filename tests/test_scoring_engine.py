@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from casstore.table.concat import concat_tables
 from scoring import (
     MetricScriptError,
     Partials,
@@ -21,7 +22,6 @@ from scoring import (
     score,
     summarize,
 )
-from scoring._inputs import concat_tables
 from tests.scoring_helpers import make_table
 
 ROWS = [
@@ -376,14 +376,15 @@ def test_concat_tables_and_reward_key_agreement() -> None:
 
 
 def test_stored_table_columns_are_checked_and_names_lazy() -> None:
-    from scoring.table import RewardTable, Strings, _stored_members
+    from casstore.table.columns import RewardTable
+    from casstore.table.npz import Strings, stored_members
 
     table = make_table([{"task": f"t{i % 3}", "rewards": {"reward": i % 2}} for i in range(9)])
     data = table.to_bytes()
     loaded = RewardTable.from_bytes(data)
     assert isinstance(loaded.trials, Strings) and loaded.trials == table.trials
     assert list(loaded.tasks) == table.tasks and len(loaded.tasks) == 3
-    members = _stored_members(data)
+    members = stored_members(data)
     assert members is not None
     for column, eager in (("trials", False), ("primary", True)):
         body, _ = members[column]
@@ -402,7 +403,8 @@ def test_stored_table_columns_are_checked_and_names_lazy() -> None:
 def test_stored_table_columns_are_aligned_views_and_bytes_deterministic() -> None:
     import io
 
-    from scoring.table import RewardTable, _stored_members
+    from casstore.table.columns import RewardTable
+    from casstore.table.npz import stored_members
 
     table = make_table([{"task": f"t{i % 3}", "rewards": {"reward": i % 2}} for i in range(9)])
     data = table.to_bytes()
@@ -412,7 +414,7 @@ def test_stored_table_columns_are_aligned_views_and_bytes_deterministic() -> Non
             [{"task": f"t{i % 3}", "rewards": {"reward": i % 2}} for i in range(9)]
         ).to_bytes()
     )
-    members = _stored_members(data)
+    members = stored_members(data)
     assert members is not None and len(members) == 22
     for name, (body, _) in members.items():
         start = data.index(body.tobytes())
@@ -430,7 +432,8 @@ def test_tables_written_by_numpy_savez_still_load() -> None:
     # stores written before aligned members: plain np.savez bytes, unaligned columns copied
     import io
 
-    from scoring.table import RewardTable, as_str_array
+    from casstore.table.columns import RewardTable
+    from casstore.table.npz import as_str_array
 
     table = make_table(
         [{"task": f"t{i % 2}", "rewards": {"reward": 0.5 * (i % 3)}} for i in range(7)]
@@ -450,7 +453,7 @@ def test_tables_written_by_numpy_savez_still_load() -> None:
 @pytest.mark.parametrize("threshold", [1.0, 0.5, 0.0])
 def test_packed_cell_counts_equal_row_by_row_counts(shuffled: bool, threshold: float) -> None:
     # many secondaries (several code chunks), big cells (several packed words), every kind
-    from scoring.table import Flag, Kind, RewardTable
+    from casstore.table.columns import Flag, Kind, RewardTable
 
     rng = np.random.default_rng(7)
     n, k, tasks = 3000, 5, 9

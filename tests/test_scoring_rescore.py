@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from casstore.example_job import write_example_job
+from casstore.examples.job import write_example_job
 from cli.main import run
 from tests.test_discovery import write_task
 
@@ -125,7 +125,7 @@ def test_missing_paths_are_bad_usage(capsys, tmp_path: Path, job: Path) -> None:
 
 
 def test_unknown_taskset_says_taskset(capsys, tmp_path: Path, job: Path) -> None:
-    from casstore.discovery import discover
+    from casstore.archive.discover import discover
     from casstore.store import Store
 
     store = tmp_path / "store"

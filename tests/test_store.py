@@ -9,7 +9,8 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from casstore.discovery import discover
+from casstore.archive.discover import discover
+from casstore.archive.read import verify_archive
 from casstore.errors import (
     CheckError,
     DigestMismatchError,
@@ -19,7 +20,6 @@ from casstore.errors import (
     UnknownReferenceError,
     UsageError,
 )
-from casstore.read import verify_archive
 from casstore.store import Index, Reference, Store, load_harbor_task
 from casstore.store.records import canonical_digest
 from tests.test_discovery import FIXTURES, write_task

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from casstore.discovery import discover
+from casstore.archive.discover import discover
 from cli.main import run
 from tests.helpers import store_cli
 from tests.test_discovery import FIXTURES, write_task

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKER = r"""
 import json, os, sys
 from pathlib import Path
-from casstore.discovery import discover
+from casstore.archive.discover import discover
 from casstore.store import Store
 
 store_dir, work, prefix, count, compression = sys.argv[1:6]

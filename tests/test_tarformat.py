@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from casstore.tarformat import (
+from casstore.archive.tarformat import (
     RECORD,
     Member,
     _encode_general,

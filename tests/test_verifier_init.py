@@ -253,8 +253,8 @@ def test_harbor_loads_the_task_and_finds_the_shim(task: Path) -> None:
 
 
 def test_task_packs_and_verifies_after_init(tmp_path: Path) -> None:
-    pack = pytest.importorskip("casstore.pack")
-    read = pytest.importorskip("casstore.read")
+    pack = pytest.importorskip("casstore.archive.pack")
+    read = pytest.importorskip("casstore.archive.read")
     if not hasattr(pack, "pack_tree") or not hasattr(read, "verify_archive"):
         pytest.skip("the packager does not provide pack_tree / verify_archive yet")
     digests = []

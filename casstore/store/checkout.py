@@ -1,9 +1,9 @@
 """Checkout: a taskset (or task) reference → a dataset directory ``harbor run`` can use.
 
 Every archive is read, its address and structure verified while it is extracted safely
-(:func:`casstore.read.extract_archive`), its content digest compared with the revision's, and
-the task loaded with Harbor's own ``Task``. The dataset is built in a temporary directory
-beside ``dest`` and renamed into place only when every task passed; on failure nothing is left.
+(:func:`casstore.archive.read.extract_archive`), its content digest compared with the revision's,
+and the task loaded with Harbor's own ``Task``. The dataset is built in a temporary directory beside
+``dest`` and renamed into place only when every task passed; on failure nothing is left.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from casstore.archive.read import extract_archive
 from casstore.errors import (
     CheckError,
     DigestMismatchError,
@@ -23,7 +24,6 @@ from casstore.errors import (
     TaskFormatError,
     UsageError,
 )
-from casstore.read import extract_archive
 from casstore.store.fileset import in_archive
 
 if TYPE_CHECKING:

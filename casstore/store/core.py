@@ -14,8 +14,10 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from casstore.compress import Compression
-from casstore.discovery import DiscoveredTask, check_name, default_name
+from casstore.archive.compress import Compression
+from casstore.archive.discover import DiscoveredTask
+from casstore.archive.limits import Limits
+from casstore.archive.scan import scan_tree
 from casstore.errors import (
     PublicationError,
     StoreError,
@@ -24,9 +26,8 @@ from casstore.errors import (
     is_text,
     printable,
 )
-from casstore.limits import Limits
-from casstore.scan import scan_tree
-from casstore.store.fileset import ArchiveRef, Filesets, check_prefix
+from casstore.names import check_name, check_prefix, default_name
+from casstore.store.fileset import ArchiveRef, Filesets
 from casstore.store.index import DEFAULT_MAP_SIZE, Index, Txn
 from casstore.store.records import (
     NamedRecord,

@@ -11,20 +11,20 @@ verification is replaced (renamed over) by the new, verified bytes: a repair.
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from casstore.compress import Compression
-from casstore.discovery import check_name
+from casstore.archive.compress import Compression
+from casstore.archive.limits import Limits
+from casstore.archive.pack import PackResult, write_archive
+from casstore.archive.read import VerifyResult, verify_archive
+from casstore.archive.scan import SourceTree
+from casstore.digest import Digest
 from casstore.errors import CheckError, SourceChangedError, StoreError, UsageError
-from casstore.limits import Limits
-from casstore.pack import PackResult, write_archive
-from casstore.read import VerifyResult, verify_archive
-from casstore.scan import SourceTree
+from casstore.names import check_name, check_prefix
 from casstore.store.index import fsync_dir
 from casstore.store.records import TaskRevision
 
@@ -39,8 +39,6 @@ __all__ = [
 
 ARCHIVE_NAME = "task_archive"
 TEMP_PREFIX = ".tmp-"
-_HEX = re.compile(r"[0-9a-f]{64}")
-_COMPONENT = re.compile(r"[A-Za-z0-9_.-]{1,255}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +59,7 @@ class ArchiveRef:
             raise UsageError(text, "an archive reference is workspace/fileset#path/task_archive")
         check_name(workspace)
         check_name(fileset)
-        if not _HEX.fullmatch(parts[-2]) or any(p in {"", ".", ".."} for p in parts):
+        if not Digest.is_hex(parts[-2]) or any(p in {"", ".", ".."} for p in parts):
             raise UsageError(text, "unsafe or malformed archive path")
         return cls(workspace, fileset, relative)
 
@@ -97,15 +95,6 @@ def in_archive(error: CheckError, archive: Path) -> CheckError:
         error.path, error.rule = where, rule
         error.args = (f"{where}: {rule}",)
     return error
-
-
-def check_prefix(prefix: str) -> str:
-    """A fileset path prefix: ``""`` or ``/``-separated names; raises :class:`UsageError`."""
-    prefix = prefix.strip("/")
-    for part in prefix.split("/") if prefix else ():
-        if not _COMPONENT.fullmatch(part) or part in {".", ".."}:
-            raise UsageError(prefix, "a prefix is /-separated names of [A-Za-z0-9_.-]")
-    return prefix
 
 
 class Filesets:

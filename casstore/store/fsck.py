@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from casstore.archive.read import verify_archive
 from casstore.errors import CheckError, UsageError
-from casstore.read import verify_archive
 from casstore.store.fileset import in_archive
 from casstore.store.index import Txn
 from casstore.store.records import NamedRecord, TaskRevision, TasksetRevision

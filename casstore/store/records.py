@@ -7,7 +7,6 @@ References: ``workspace/name`` (latest revision) and ``workspace/name#<full dige
 
 from __future__ import annotations
 
-import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +14,7 @@ import msgpack
 from pydantic import BaseModel, ConfigDict
 
 from casstore.digest import Digest
-from casstore.discovery import check_name
+from casstore.names import check_name
 
 __all__ = [
     "NamedRecord",
@@ -40,7 +39,7 @@ def canonical(value: Any) -> Any:
 def canonical_digest(fields: dict[str, Any]) -> str:
     """``sha256:<hex>`` of the canonical msgpack encoding of ``fields``."""
     data = msgpack.packb(canonical(fields), use_bin_type=True)
-    return f"sha256:{hashlib.sha256(data).hexdigest()}"
+    return str(Digest.of(data))
 
 
 def now() -> str:

@@ -19,11 +19,10 @@ of the raw result.json); :func:`frame_of` reads both kinds.
 
 from __future__ import annotations
 
-import hashlib
-import re
-
 import msgspec
 import zstandard
+
+from casstore.digest import Digest
 
 __all__ = [
     "LEVEL",
@@ -48,7 +47,7 @@ MAX_TRAIN_SAMPLES = 2000
 
 def dictionary_id(data: bytes) -> str:
     """``sha256:<hex>`` of the dictionary bytes."""
-    return f"sha256:{hashlib.sha256(data).hexdigest()}"
+    return str(Digest.of(data))
 
 
 def train(samples: list[bytes]) -> bytes | None:
@@ -120,7 +119,7 @@ def encode_entry(dictionary: str | None, blob: bytes, size: int) -> bytes:
 
 def entry_key(entry: bytes) -> str:
     """The ``evidence`` database key of an encoded entry: ``sha256:<hex>`` of its bytes."""
-    return "sha256:" + hashlib.sha256(entry).hexdigest()
+    return str(Digest.of(entry))
 
 
 class _Pack(msgspec.Struct, gc=False):
@@ -147,16 +146,13 @@ def split_reference(ref: str) -> tuple[str, int | None]:
     ``#``). Raises ``ValueError`` when the key is not ``sha256:<64 hex digits>`` or the part
     after ``#`` is not a decimal index."""
     key, hash_sign, index = ref.partition("#")
-    if not _KEY.fullmatch(key):
+    if not key.startswith("sha256:") or not Digest.is_hex(key[7:]):
         raise ValueError(f"{ref}: not an evidence reference (sha256:<64 hex digits>#<index>)")
     if not hash_sign:
         return key, None
     if not index.isdecimal() or not index.isascii():
         raise ValueError(f"{ref}: the evidence index after '#' must be a decimal number")
     return key, int(index)
-
-
-_KEY = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def frame_of(value: bytes | memoryview, index: int | None) -> tuple[bytes, str | None, int]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import gc
-import hashlib
 import math
 import os
 import pickle
@@ -31,7 +30,10 @@ from typing import Any, Protocol
 import msgspec
 import numpy as np
 
+from casstore.digest import Digest
 from casstore.errors import CheckError, UsageError, is_text
+from casstore.table.columns import Flag, Kind, RewardTable, harbor_evals_key
+from casstore.table.labels import first_seen
 from casstore.trials.evidence import Evidence, encode_evidence_pack, entry_key, reference, train
 from casstore.trials.parse import ResultUnreadable, failure_of, parse_stored
 from casstore.trials.records import (
@@ -44,7 +46,6 @@ from casstore.trials.records import (
     job_id_problem,
     stored_with_attempt,
 )
-from scoring.table import Flag, Kind, RewardTable, harbor_evals_key
 
 __all__ = [
     "ImportedJob",
@@ -266,8 +267,7 @@ def job_id_of(path: Path, result: Any, config_bytes: bytes | None) -> str:
     if isinstance(job_id, str) and job_id_problem(job_id) is None:
         return job_id
     name = os.fsencode(path.resolve().name)
-    digest = hashlib.sha256(name + b"\0" + (config_bytes or b""))
-    return f"sha256:{digest.hexdigest()}"
+    return str(Digest.of(name + b"\0" + (config_bytes or b"")))
 
 
 _READ_SIZE = 1 << 16
@@ -682,7 +682,7 @@ def _merge(chunks: list[_Chunk], kept: np.ndarray | None, job_id: str, reward_ke
     table_codes: dict[str, np.ndarray] = {}
     for column, labels in zip(_LABELS, label_maps, strict=True):
         codes = label_codes[_LABELS.index(column)][o]
-        table_labels[column], table_codes[column] = _first_seen(codes, list(labels))
+        table_labels[column], table_codes[column] = first_seen(codes, list(labels))
     failure_labels = table_labels["failure"]
     failure_counts = np.bincount(table_codes["failure"], minlength=len(failure_labels))
     failures = {
@@ -737,19 +737,6 @@ def _tasks_and_starts(records: list[bytes]) -> tuple[list[str], list[str]]:
 
 
 _STORED_DECODER = msgspec.msgpack.Decoder(StoredTrialRecord)
-
-
-def _first_seen(codes: np.ndarray, labels: list[str]) -> tuple[list[str], np.ndarray]:
-    """``codes`` (into ``labels``, "" at 0) renumbered: "" stays 0, the others in order of
-    first appearance; the labels that appear, in that order."""
-    if not len(codes):
-        return [""], codes.astype(np.int32)
-    present, first = np.unique(codes, return_index=True)
-    seen = present[np.argsort(first, kind="stable")]
-    seen = seen[seen != 0]
-    remap = np.zeros(len(labels), np.int32)
-    remap[seen] = np.arange(1, len(seen) + 1, dtype=np.int32)
-    return [""] + [labels[c] for c in seen.tolist()], remap[codes]
 
 
 def _advance(progress: Callable[[str], None] | None, names: list[str]) -> None:

@@ -36,7 +36,7 @@ from casstore.trials.records import (
 
 __all__ = ["ResultUnreadable", "parse_result", "parse_stored", "rewards_verdict"]
 
-# Kind values (scoring.table.Kind), inlined to keep worker processes light.
+# Kind values (casstore.table.columns.Kind), inlined to keep worker processes light.
 MISSING, NUMBER, NONFINITE, BOOLEAN = 0, 1, 2, 3
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 

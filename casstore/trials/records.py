@@ -121,7 +121,7 @@ class TrialRecord(msgspec.Struct, omit_defaults=True, gc=False):
     Rewards: ``rewards`` is the mapping exactly as Harbor's ``VerifierResult`` coerces it
     (``true`` → ``1.0``, ``"0.5"`` → ``0.5``, ``NaN`` literal → nan, ints kept), ``None`` when
     the verifier result is missing or the mapping is invalid; ``kinds`` maps each key to a
-    :class:`scoring.table.Kind` value (how it was written); ``has_verifier`` False when
+    :class:`casstore.table.columns.Kind` value (how it was written); ``has_verifier`` False when
     ``verifier_result`` or its ``rewards`` is null/absent; ``valid`` False with ``reason``
     when Harbor's model rejects the mapping (then no reward is kept).
 

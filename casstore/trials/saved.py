@@ -22,8 +22,8 @@ from typing import Any
 import msgspec
 
 from casstore.errors import RewardKeyError, UsageError
+from casstore.table.columns import Kind
 from casstore.trials.records import REWARD_KEY_METADATA, TrialRecord, job_id_problem
-from scoring.table import Kind
 
 __all__ = ["check_output", "read_trials_jsonl", "rebuild_hint", "write_trials_jsonl"]
 
@@ -157,7 +157,7 @@ def read_trials_jsonl(path: Path | str) -> tuple[str, list[TrialRecord]]:
 
 def _check_kinds(record: TrialRecord) -> None:
     """Raise ``msgspec.ValidationError`` when a reward kind is not one a trial record holds
-    (:class:`scoring.table.Kind` MISSING..BOOLEAN)."""
+    (:class:`casstore.table.columns.Kind` MISSING..BOOLEAN)."""
     for key, kind in record.kinds.items():
         if not 0 <= kind <= Kind.BOOLEAN:
             raise msgspec.ValidationError(f"kinds[{key!r}] is {kind}, not a reward kind 0-3")

@@ -50,6 +50,7 @@ import msgspec
 
 from casstore.errors import CheckError, UnknownReferenceError, UsageError, is_text, printable
 from casstore.store.index import Txn, decode
+from casstore.table.columns import RewardTable
 from casstore.trials.evidence import (
     decompress,
     dictionary_id,
@@ -82,7 +83,6 @@ from casstore.trials.records import (
     from_builtins,
 )
 from casstore.trials.saved import read_trials_jsonl
-from scoring.table import RewardTable
 
 if TYPE_CHECKING:
     from casstore.store.core import Progress, Store

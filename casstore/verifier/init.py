@@ -18,8 +18,8 @@ import shlex
 import shutil
 from pathlib import Path, PurePosixPath
 
+from casstore.archive.layout import parse_task_config
 from casstore.errors import TaskFormatError, UsageError
-from casstore.structure import parse_task_config
 
 __all__ = [
     "DEFAULT_VERIFIER",

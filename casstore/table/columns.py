@@ -34,19 +34,14 @@ older tables.
 
 from __future__ import annotations
 
-import io
-import struct
-import zipfile
-from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
-from typing import Any
 
 import numpy as np
-from isal.isal_zlib import crc32  # ISA-L's CRC-32: zlib's result at ~6x zlib's speed
-from numpy.lib import format as npy_format
 
-__all__ = ["Flag", "Kind", "RewardTable", "Strings", "harbor_evals_key"]
+from casstore.table.npz import Strings, as_str_array, read_npz, write_npz
+
+__all__ = ["LABEL_COLUMNS", "Flag", "Kind", "RewardTable", "harbor_evals_key"]
 
 
 def harbor_evals_key(agent_name: str, model_name: str | None, dataset: str | None) -> str:
@@ -82,160 +77,6 @@ class Kind(IntEnum):
         return cls.INTEGER if kind == cls.NUMBER and value.__class__ is int else kind
 
 
-class Strings(Sequence[str]):
-    """A read-only list of names backed by a NumPy unicode array (a stored table's columns).
-
-    Loading a table does not build a million Python strings: the list is made on first element
-    access (``len`` and ``np.asarray`` never make it); ``==`` compares equal to the same
-    ``list``. ``verify`` (optional) runs once before the array is first used (the CRC check of
-    the stored column).
-    """
-
-    __slots__ = ("_array", "_items", "_verify")
-
-    def __init__(self, array: np.ndarray, verify: Callable[[], None] | None = None) -> None:
-        self._array = array
-        self._items: list[str] | None = None
-        self._verify = verify
-
-    def array(self) -> np.ndarray:
-        """The backing ``<U`` array (read-only)."""
-        if self._verify is not None:
-            self._verify()
-            self._verify = None
-        return self._array
-
-    def items(self) -> list[str]:
-        """The names as a Python list (built once)."""
-        if self._items is None:
-            self._items = self.array().tolist()
-        return self._items
-
-    def __len__(self) -> int:
-        return int(self._array.shape[0])
-
-    def __getitem__(self, index: Any) -> Any:
-        return self.items()[index]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.items())
-
-    def __contains__(self, value: object) -> bool:
-        return value in self.items()
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Strings):
-            other = other.items()
-        if isinstance(other, list):
-            return self.items() == other
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __add__(self, other: Sequence[str]) -> list[str]:
-        return self.items() + list(other)
-
-    def __radd__(self, other: Sequence[str]) -> list[str]:
-        return list(other) + self.items()
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        array = self.array()
-        return array if dtype is None else array.astype(dtype)
-
-    def __repr__(self) -> str:
-        return repr(self.items())
-
-
-def as_str_array(names: Sequence[str]) -> np.ndarray:
-    """``names`` as a ``<U`` array (no conversion for :class:`Strings`)."""
-    if isinstance(names, Strings):
-        return names.array()
-    return np.array(list(names), dtype=np.str_) if len(names) else np.zeros(0, np.str_)
-
-
-def _stored_members(data: bytes) -> dict[str, tuple[memoryview, int]] | None:
-    """``{name: (bytes, crc)}`` of an uncompressed ``.npz`` without copying, or None when the
-    archive is not a plain stored zip (then :func:`numpy.load` reads it)."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            infos = archive.infolist()
-    except (zipfile.BadZipFile, ValueError, OSError):
-        return None
-    view = memoryview(data)
-    members = {}
-    for info in infos:
-        start = info.header_offset
-        header = data[start : start + 30]
-        if (
-            info.compress_type != zipfile.ZIP_STORED
-            or info.flag_bits & 0x1
-            or len(header) < 30
-            or header[:4] != b"PK\x03\x04"
-            or not info.filename.endswith(".npy")
-        ):
-            return None
-        name_length, extra_length = struct.unpack("<HH", header[26:30])
-        begin = start + 30 + name_length + extra_length
-        if begin + info.compress_size > len(data):
-            return None
-        members[info.filename[:-4]] = (view[begin : begin + info.compress_size], info.CRC)
-    return members
-
-
-def _member_array(body: memoryview, crc: int, name: str) -> tuple[np.ndarray, Callable[[], None]]:
-    """The array stored in one ``.npy`` member, as a read-only view of ``body``, and the
-    callable that checks the member's CRC (raises ``ValueError``); the caller runs it before
-    any value is used."""
-
-    def verify() -> None:
-        if crc32(body) != crc:
-            raise ValueError(f"column {name}: CRC-32 mismatch (corrupt reward table)")
-
-    stream = io.BytesIO(body[: 65536 + 64])
-    version = npy_format.read_magic(stream)
-    if version == (1, 0):
-        shape, fortran, dtype = npy_format.read_array_header_1_0(stream)
-    elif version in ((2, 0), (3, 0)):
-        shape, fortran, dtype = npy_format.read_array_header_2_0(stream)
-    else:  # pragma: no cover - numpy writes 1.0 (2.0 for huge headers)
-        raise ValueError(f"column {name}: unsupported .npy version {version}")
-    if dtype.hasobject:
-        raise ValueError(f"column {name}: object arrays are not allowed")
-    count = 1
-    for size in shape:
-        count *= size
-    offset = stream.tell()
-    if offset + count * dtype.itemsize > len(body):
-        raise ValueError(f"column {name}: truncated")
-    array = np.frombuffer(body, dtype=dtype, count=count, offset=offset)
-    array = array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
-    if dtype.kind != "U" and not array.flags.aligned:
-        array = array.copy()  # NumPy computes on unaligned data much more slowly
-    return array, verify
-
-
-_ALIGN = 64
-_PADDING_ID = 0xD935  # the extra-field id zipalign uses for alignment padding
-_FIXED_TIME = (1980, 1, 1, 0, 0, 0)
-
-
-def _write_npz(arrays: dict[str, np.ndarray]) -> bytes:
-    """An uncompressed ``.npz`` of ``arrays`` that :func:`numpy.load` reads, with each member's
-    ``.npy`` data starting at a multiple of 64 bytes: the local header carries a padding extra
-    field and NumPy pads the ``.npy`` header to 64 bytes. Timestamps are fixed."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
-        for name, array in arrays.items():
-            member = io.BytesIO()
-            npy_format.write_array(member, np.asanyarray(array), allow_pickle=False)
-            info = zipfile.ZipInfo(f"{name}.npy", date_time=_FIXED_TIME)
-            start = buffer.tell() + 30 + len(info.filename.encode()) + 4
-            padding = -start % _ALIGN
-            info.extra = struct.pack("<HH", _PADDING_ID, padding) + bytes(padding)
-            archive.writestr(info, member.getbuffer())
-    return buffer.getvalue()
-
-
 _STRING_COLUMNS = (
     "tasks",
     "trials",
@@ -249,6 +90,9 @@ _STRING_COLUMNS = (
 )
 _ARRAY_COLUMNS = ("task", "attempt", "flags", "primary", "primary_kind", "values", "kinds")
 _INDEX_COLUMNS = ("agent", "model", "dataset", "exception", "failure")
+LABEL_COLUMNS: tuple[tuple[str, str], ...] = tuple((c, f"{c}s") for c in _INDEX_COLUMNS)
+"""``(code column, label list)`` of every label column: ``("agent", "agents")``, ...,
+``("failure", "failures")`` (the optional ``evals``/``evals_keys`` pair aside)."""
 _ALL_COLUMNS = {*_STRING_COLUMNS, *_ARRAY_COLUMNS, *_INDEX_COLUMNS, "reward_key"}
 _OPTIONAL_COLUMNS = {"evals", "evals_keys"}
 _NAME_COLUMNS = (*_STRING_COLUMNS, "evals_keys")  # every list-of-strings column
@@ -309,8 +153,8 @@ class RewardTable:
 
     def to_bytes(self) -> bytes:
         """Serialize as an uncompressed ``.npz`` (no pickles) whose columns start 64-byte
-        aligned (:func:`_write_npz`), so :meth:`from_bytes` maps them without copying; the same
-        table always gives the same bytes."""
+        aligned (:func:`~casstore.table.npz.write_npz`), so :meth:`from_bytes` maps them
+        without copying; the same table always gives the same bytes."""
         arrays = {name: getattr(self, name) for name in _ARRAY_COLUMNS + _INDEX_COLUMNS}
         for name in _STRING_COLUMNS:
             arrays[name] = as_str_array(getattr(self, name))
@@ -318,7 +162,7 @@ class RewardTable:
         if self.evals is not None and self.evals_keys is not None:
             arrays["evals"] = self.evals
             arrays["evals_keys"] = as_str_array(self.evals_keys)
-        return _write_npz(arrays)
+        return write_npz(arrays)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> RewardTable:
@@ -329,34 +173,13 @@ class RewardTable:
         before use: the numeric ones here, the name columns (:class:`Strings`, the trial names
         being the bulk of the bytes) when first used, or on :meth:`verify`.
         """
-        data = bytes(data)  # no copy for bytes
-        members = _stored_members(data)
-        if members is None or not _ALL_COLUMNS <= set(members) <= _ALL_COLUMNS | _OPTIONAL_COLUMNS:
-            with np.load(io.BytesIO(data), allow_pickle=False) as loaded:
-                columns = {name: loaded[name] for name in loaded.files}
-            strings = {
-                name: columns.pop(name).tolist() for name in _NAME_COLUMNS if name in columns
-            }
-            reward_key = str(columns.pop("reward_key"))
-            return cls(reward_key=reward_key, **strings, **columns)
-        columns: dict[str, Any] = {}
-        eager: list[Callable[[], None]] = []
-        for name, (body, crc) in members.items():
-            lazy = name in ("tasks", "trials")
-            array, verify = _member_array(body, crc, name)
-            if not lazy:
-                eager.append(verify)
-            if name in _NAME_COLUMNS:
-                if array.dtype.kind != "U" or array.ndim != 1:
-                    raise ValueError(f"column {name} is not a list of strings")
-                columns[name] = Strings(array, verify) if lazy else array
-            else:
-                columns[name] = array
-        for verify in eager:
-            verify()
-        for name in _NAME_COLUMNS:
-            if name in columns and not isinstance(columns[name], Strings):
-                columns[name] = columns[name].tolist()
+        columns = read_npz(
+            bytes(data),  # no copy for bytes
+            names=_NAME_COLUMNS,
+            lazy=("tasks", "trials"),
+            required=_ALL_COLUMNS,
+            optional=_OPTIONAL_COLUMNS,
+        )
         reward_key = str(columns.pop("reward_key"))
         return cls(reward_key=reward_key, **columns)
 
@@ -383,7 +206,7 @@ class RewardTable:
             raise ValueError("columns evals and evals_keys come together")
         if self.evals is not None and self.evals.shape != (n,):
             raise ValueError(f"column evals has shape {self.evals.shape}, not ({n},)")
-        indexed = [("task", "tasks"), *((c, f"{c}s") for c in _INDEX_COLUMNS)]
+        indexed = [("task", "tasks"), *LABEL_COLUMNS]
         if self.evals is not None:
             indexed.append(("evals", "evals_keys"))
         for column, labels in indexed:

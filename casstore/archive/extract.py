@@ -19,8 +19,8 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from casstore.archive.tarformat import Member
 from casstore.errors import UsageError
-from casstore.tarformat import Member
 
 __all__ = ["Extractor"]
 

@@ -14,7 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from casstore.compress import Compression, decode, detect
+from casstore.archive.compress import Compression, decode, detect
+from casstore.archive.extract import Extractor
+from casstore.archive.layout import TaskLayout, check_tree_layout
+from casstore.archive.limits import Limits
+from casstore.archive.links import Node, check_link
+from casstore.archive.tarformat import Member, encode_header, sort_key
+from casstore.archive.tarstream import ByteStream, RawMember, read_members
 from casstore.digest import Digest, new_hasher
 from casstore.errors import (
     CheckError,
@@ -25,12 +31,6 @@ from casstore.errors import (
     UnsafePathError,
     UsageError,
 )
-from casstore.extractor import Extractor
-from casstore.limits import Limits
-from casstore.links import Node, check_link
-from casstore.structure import TaskLayout, check_tree_layout
-from casstore.tarformat import Member, encode_header, sort_key
-from casstore.tarstream import ByteStream, RawMember, read_members
 
 __all__ = ["VerifyResult", "extract_archive", "verify_archive"]
 

@@ -1,11 +1,11 @@
 """Scan a task directory for the packager: every entry, in archive order, checked.
 
-The scan applies every source rule of SPEC section 2: names valid UTF-8, only directories,
-regular files and symbolic links, link targets inside the task (see :mod:`casstore.links`), the
+The scan applies every source rule of SPEC section 2: names valid UTF-8, only directories, regular
+files and symbolic links, link targets inside the task (see :mod:`casstore.archive.links`), the
 entry/size/path limits, and the Harbor task layout. It runs in three steps so that a packer can
 write entries while the tree is walked: :func:`start_scan` (the root and task.toml),
-:func:`walk_tree` (every entry in archive order, each checked on its own) and
-:func:`finish_scan` (the rules that need the whole tree); :func:`scan_tree` runs all three.
+:func:`walk_tree` (every entry in archive order, each checked on its own) and :func:`finish_scan`
+(the rules that need the whole tree); :func:`scan_tree` runs all three.
 """
 
 from __future__ import annotations
@@ -17,6 +17,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from casstore.archive.layout import TaskLayout, check_config, check_tree_layout
+from casstore.archive.limits import Limits
+from casstore.archive.links import Node, check_link
+from casstore.archive.tarformat import Kind
 from casstore.errors import (
     CheckError,
     EntryTypeError,
@@ -24,10 +28,6 @@ from casstore.errors import (
     UnsafePathError,
     UsageError,
 )
-from casstore.limits import Limits
-from casstore.links import Node, check_link
-from casstore.structure import TaskLayout, check_config, check_tree_layout
-from casstore.tarformat import Kind
 
 __all__ = [
     "PayloadCount",

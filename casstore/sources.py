@@ -1,7 +1,7 @@
 """Where trials come from: job directories, ``trials.jsonl`` files, imported jobs, tasksets.
 
 :func:`load_sources` turns ``casstore rescore SOURCE...`` arguments into one
-:class:`~scoring.table.RewardTable`:
+:class:`~casstore.table.columns.RewardTable`:
 
 * an existing directory: the Harbor job directories in it (``casstore.trials.find_jobs``),
   each parsed directly (``read_job``) with ``reward_key`` (default ``reward``);
@@ -24,21 +24,19 @@ them; :func:`taskset_views` returns the views declared by the taskset's task rev
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from casstore.errors import UnknownReferenceError, UsageError
+from casstore.table.columns import RewardTable
+from casstore.table.concat import concat_tables
 from scoring._errors import ScoringError
 from scoring._views import View, parse_views
-from scoring.table import RewardTable
 
-__all__ = ["check_taskset", "concat_tables", "load_sources", "open_store", "taskset_views"]
-
-_LABELS = ("agents", "models", "datasets", "exceptions", "failures")
-_COLUMNS = ("agent", "model", "dataset", "exception", "failure")
+__all__ = ["check_taskset", "load_sources", "open_store", "taskset_views"]
 
 
 def open_store(root: Path | str) -> Any:
@@ -49,84 +47,6 @@ def open_store(root: Path | str) -> Any:
         return Store(root, create=False)
     except TypeError:  # pragma: no cover - a store without the create flag
         return Store(root)
-
-
-def _union(lists: Iterable[list[str]], first: str | None = "") -> list[str]:
-    out: list[str] = [] if first is None else [first]
-    seen = set(out)
-    for names in lists:
-        for name in names:
-            if name not in seen:
-                seen.add(name)
-                out.append(name)
-    return out
-
-
-def _renumbered(codes: np.ndarray, names: Sequence[str], position: dict[str, int]) -> np.ndarray:
-    """int32 ``codes`` (indices into ``names``) as indices into the merged list (``position``:
-    name → its index there)."""
-    remap = np.array([position[name] for name in names], dtype=np.int32)
-    return remap[codes] if len(codes) else remap[:0]
-
-
-def concat_tables(tables: Sequence[RewardTable]) -> RewardTable:
-    """One table with the rows of ``tables`` in order (labels and secondary keys unified).
-
-    Raises ScoringError when the tables disagree on the primary reward key.
-    """
-    if not tables:
-        raise ScoringError(None, "no trials to score")
-    keys_seen = {table.reward_key for table in tables}
-    if len(keys_seen) > 1:
-        jobs = {table.reward_key: ", ".join(table.jobs) or "?" for table in tables}
-        detail = "; ".join(f"{key!r} ({jobs[key]})" for key in sorted(keys_seen))
-        raise ScoringError(None, f"trials disagree on the primary reward key: {detail}")
-    if len(tables) == 1:
-        return tables[0]
-    tasks = _union((t.tasks for t in tables), first=None)
-    keys = sorted({key for t in tables for key in t.keys})
-    labels = {name: _union(getattr(t, name) for t in tables) for name in _LABELS}
-    evals = [t.harbor_evals() for t in tables]
-    evals_keys = _union((keys for _, keys in evals), first=None)
-    n = sum(len(t) for t in tables)
-    values = np.full((n, len(keys)), np.nan)
-    kinds = np.zeros((n, len(keys)), dtype=np.int8)
-    columns: dict[str, list[np.ndarray]] = {name: [] for name in ("task", "evals", *_COLUMNS)}
-    start = 0
-    task_pos = {name: i for i, name in enumerate(tasks)}
-    key_pos = {name: i for i, name in enumerate(keys)}
-    evals_pos = {name: i for i, name in enumerate(evals_keys)}
-    label_pos = {name: {label: i for i, label in enumerate(labels[name])} for name in _LABELS}
-    for table, (codes, names) in zip(tables, evals, strict=True):
-        end = start + len(table)
-        columns["evals"].append(_renumbered(codes, names, evals_pos))
-        columns["task"].append(_renumbered(table.task, table.tasks, task_pos))
-        for column, name in zip(_COLUMNS, _LABELS, strict=True):
-            columns[column].append(
-                _renumbered(getattr(table, column), getattr(table, name), label_pos[name])
-            )
-        for j, key in enumerate(table.keys):
-            values[start:end, key_pos[key]] = table.values[:, j]
-            kinds[start:end, key_pos[key]] = table.kinds[:, j]
-        start = end
-    merged = RewardTable(
-        reward_key=tables[0].reward_key,
-        tasks=tasks,
-        trials=[trial for t in tables for trial in t.trials],
-        keys=keys,
-        attempt=np.concatenate([t.attempt for t in tables]),
-        flags=np.concatenate([t.flags for t in tables]),
-        primary=np.concatenate([t.primary for t in tables]),
-        primary_kind=np.concatenate([t.primary_kind for t in tables]),
-        values=values,
-        kinds=kinds,
-        jobs=_union((t.jobs for t in tables), first=None),
-        evals_keys=evals_keys,
-        **{name: np.concatenate(parts).astype(np.int32) for name, parts in columns.items()},
-        **labels,
-    )
-    merged.validate()
-    return merged
 
 
 def load_sources(

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from casstore.archive.limits import Limits
+from casstore.archive.tarformat import BLOCK, RECORD, Member, header_checksum, pad
 from casstore.digest import new_hasher
 from casstore.errors import (
     CorruptArchiveError,
@@ -18,8 +20,6 @@ from casstore.errors import (
     NotCanonicalError,
     UnsafePathError,
 )
-from casstore.limits import Limits
-from casstore.tarformat import BLOCK, RECORD, Member, header_checksum, pad
 
 __all__ = ["ByteStream", "RawMember", "read_members"]
 

@@ -1,9 +1,10 @@
 """Task discovery (SPEC section 1): one task directory or a dataset directory → tasks.
 
-Every discovered task was scanned with every packaging check (:func:`casstore.scan.scan_tree`,
-which validates ``task.toml`` with Harbor's own ``TaskConfig``) and carries its content digest,
-so that what was validated is what is published: publication re-packs and fails with
-:class:`casstore.errors.SourceChangedError` when the source changed in between.
+Every discovered task was scanned with every packaging check
+(:func:`casstore.archive.scan.scan_tree`, which validates ``task.toml`` with Harbor's own
+``TaskConfig``) and carries its content digest, so that what was validated is what is published:
+publication re-packs and fails with :class:`casstore.errors.SourceChangedError` when the source
+changed in between.
 
 Dataset rules, children visited in sorted order: ``task_template`` is skipped with a warning;
 regular files and hidden (dot-named) real directories are skipped silently; a symlink, FIFO,
@@ -15,7 +16,6 @@ is a :class:`TaskFormatError` (malformed) naming it; no task is a :class:`TaskFo
 from __future__ import annotations
 
 import os
-import re
 import stat
 import warnings
 from collections.abc import Iterator, Sequence
@@ -24,19 +24,17 @@ from typing import Any, overload
 
 from pydantic import BaseModel, ConfigDict
 
+from casstore.archive.layout import TaskLayout
+from casstore.archive.limits import Limits
+from casstore.archive.pack import write_archive
+from casstore.archive.scan import SourceTree, scan_tree
 from casstore.errors import EntryTypeError, SourceChangedError, TaskFormatError, UsageError
-from casstore.limits import Limits
-from casstore.pack import write_archive
-from casstore.scan import SourceTree, scan_tree
-from casstore.structure import TaskLayout
 
 __all__ = [
     "DiscoveredTask",
     "DiscoveryWarning",
     "PlainTask",
     "TaskCollection",
-    "check_name",
-    "default_name",
     "discover",
     "discover_task",
     "normalize_instruction",
@@ -44,7 +42,6 @@ __all__ = [
 
 PRIMARY_METRIC = "reward"
 TEMPLATE_DIR = "task_template"
-_NAME = re.compile(r"[A-Za-z0-9_.-]{1,255}")
 
 
 class DiscoveryWarning(UserWarning):
@@ -128,19 +125,6 @@ def normalize_instruction(raw: bytes, path: str) -> str:
         raise TaskFormatError(path, "instruction is not valid UTF-8") from error
     text = text.removeprefix("\ufeff")
     return text.replace("\r\n", "\n").replace("\r", "\n").rstrip()
-
-
-def check_name(name: str) -> str:
-    """Return ``name`` if it is a valid registration name (1-255 of ``[A-Za-z0-9_.-]``, not
-    ``.`` or ``..``); else raise :class:`UsageError`."""
-    if not _NAME.fullmatch(name) or name in {".", ".."}:
-        raise UsageError(name, "a name is 1 to 255 characters of letters, digits, '_', '-', '.'")
-    return name
-
-
-def default_name(native_id: str) -> str:
-    """The default registration name: the native id with ``/`` → ``-`` (checked)."""
-    return check_name(native_id.replace("/", "-"))
 
 
 def discover(path: Path | str, limits: Limits | None = None) -> TaskCollection:

@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NoReturn
 
-from casstore.compress import CHUNK, Compression, new_encoder
-from casstore.digest import Digest, new_hasher
-from casstore.errors import SourceChangedError, UsageError
-from casstore.limits import Limits
-from casstore.scan import (
+from casstore.archive.compress import CHUNK, Compression, new_encoder
+from casstore.archive.layout import TaskLayout
+from casstore.archive.limits import Limits
+from casstore.archive.scan import (
     PayloadCount,
     ScanStart,
     SourceEntry,
@@ -32,8 +31,9 @@ from casstore.scan import (
     stat_key,
     walk_tree,
 )
-from casstore.structure import TaskLayout
-from casstore.tarformat import BLOCK, Kind, end_of_archive, header_bytes, pad
+from casstore.archive.tarformat import BLOCK, Kind, end_of_archive, header_bytes, pad
+from casstore.digest import Digest, new_hasher
+from casstore.errors import SourceChangedError, UsageError
 
 __all__ = ["PackResult", "pack_tree", "write_archive"]
 
