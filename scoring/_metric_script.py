@@ -47,10 +47,9 @@ _UV_SETTINGS = {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
 
 
 def _bootstrap_uv() -> Path:
-    """``<repo>/.tools/bin/uv``: the repository holding the installed ``casstore`` package."""
-    import casstore
-
-    return Path(casstore.__file__).resolve().parent.parent / ".tools" / "bin" / "uv"
+    """``<repo>/.tools/bin/uv``: the repository holding the installed ``scoring`` package
+    (beside ``casstore``)."""
+    return Path(__file__).resolve().parent.parent / ".tools" / "bin" / "uv"
 
 
 def find_uv() -> str | None:

@@ -4,12 +4,12 @@
 (``create``/``replace``/``get``/``list``), ``resolve``, ``checkout``, ``fsck`` and ``gc``.
 """
 
+from casstore.progress import Progress
 from casstore.store.checkout import CheckoutResult, load_harbor_task
 from casstore.store.core import (
     DEFAULT_FILESET,
     DEFAULT_WORKSPACE,
     PreparedTask,
-    Progress,
     PublishResult,
     Store,
     TasksetResult,

@@ -24,10 +24,11 @@ from casstore.errors import (
     TaskFormatError,
     UsageError,
 )
+from casstore.progress import Progress
 from casstore.store.fileset import in_archive
 
 if TYPE_CHECKING:
-    from casstore.store.core import Progress, Store
+    from casstore.store.core import Store
 
 __all__ = ["CheckoutResult", "checkout", "load_harbor_task"]
 

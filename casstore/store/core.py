@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -27,6 +27,7 @@ from casstore.errors import (
     printable,
 )
 from casstore.names import check_name, check_prefix, default_name
+from casstore.progress import NO_PROGRESS, Progress
 from casstore.store.fileset import ArchiveRef, Filesets
 from casstore.store.index import DEFAULT_MAP_SIZE, Index, Txn
 from casstore.store.records import (
@@ -42,7 +43,6 @@ __all__ = [
     "DEFAULT_FILESET",
     "DEFAULT_WORKSPACE",
     "PreparedTask",
-    "Progress",
     "PublishResult",
     "Store",
     "TasksetResult",
@@ -50,25 +50,6 @@ __all__ = [
 
 DEFAULT_WORKSPACE = "default"
 DEFAULT_FILESET = "harbor-tasks"
-
-
-class Progress(Protocol):
-    """What long operations report to: ``start(total)`` once, ``advance(label)`` per item."""
-
-    def start(self, total: int) -> None: ...
-
-    def advance(self, label: str) -> None: ...
-
-
-class _NoProgress:
-    def start(self, total: int) -> None:
-        pass
-
-    def advance(self, label: str) -> None:
-        pass
-
-
-NO_PROGRESS: Progress = _NoProgress()
 
 
 class PreparedTask(BaseModel):

@@ -19,12 +19,13 @@ from pydantic import BaseModel
 
 from casstore.archive.read import verify_archive
 from casstore.errors import CheckError, UsageError
+from casstore.progress import Progress
 from casstore.store.fileset import in_archive
 from casstore.store.index import Txn
 from casstore.store.records import NamedRecord, TaskRevision, TasksetRevision
 
 if TYPE_CHECKING:
-    from casstore.store.core import Progress, Store
+    from casstore.store.core import Store
 
 __all__ = ["FsckReport", "GcReport", "fsck", "gc"]
 

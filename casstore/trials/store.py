@@ -49,6 +49,7 @@ import lmdb
 import msgspec
 
 from casstore.errors import CheckError, UnknownReferenceError, UsageError, is_text, printable
+from casstore.progress import Progress
 from casstore.store.index import Txn, decode
 from casstore.table.columns import RewardTable
 from casstore.trials.evidence import (
@@ -85,7 +86,7 @@ from casstore.trials.records import (
 from casstore.trials.saved import read_trials_jsonl
 
 if TYPE_CHECKING:
-    from casstore.store.core import Progress, Store
+    from casstore.store.core import Store
 
 __all__ = [
     "PACK",
