@@ -39,7 +39,7 @@ import pytest
 
 from casstore.store import Store
 from casstore.store.core import NO_PROGRESS
-from casstore.trials import read_job
+from casstore.trials import Jobs, read_job
 
 GROUP = "import-trials"
 _HARBOR_RATES: dict[str, float] = {}  # "wall"/"cpu" files/s of the Harbor loader
@@ -264,7 +264,7 @@ def test_bench_store_import(benchmark, bench_job, tmp_path: Path) -> None:
 
     def run(store_dir: Path) -> int:
         with Store(store_dir) as store:
-            (report,) = store.import_jobs([job], progress=NO_PROGRESS)  # as the CLI does
+            (report,) = Jobs(store).import_jobs([job], progress=NO_PROGRESS)  # as the CLI does
         return report.imported
 
     run(fresh()[0][0])  # warm: imports, page cache

@@ -33,6 +33,7 @@ import numpy as np
 from casstore.errors import UnknownReferenceError, UsageError
 from casstore.table.columns import RewardTable
 from casstore.table.concat import concat_tables
+from casstore.trials import Jobs
 from scoring._errors import ScoringError
 from scoring._views import View, parse_views
 
@@ -111,7 +112,7 @@ def _open_for(store_root: Path | str, source: str | Path) -> Any:
 def _imported(store: Any, source: str | Path) -> RewardTable:
     """The imported job ``source``; a missing path-like source is named as such."""
     try:
-        return store.reward_table(str(source))
+        return Jobs(store).reward_table(str(source))
     except UnknownReferenceError:
         if _looks_like_path(source) and not Path(source).exists():
             raise _missing(source) from None

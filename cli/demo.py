@@ -25,6 +25,7 @@ from casstore.examples.job import write_example_job
 from casstore.examples.suite import EXAMPLE_TASKS, write_example_suite
 from casstore.sources import check_taskset
 from casstore.store import Store
+from casstore.trials import Jobs
 from cli.options import JsonOption
 from cli.output import emit_json, out_console
 from cli.rescore import print_report
@@ -62,9 +63,9 @@ def demo(
         checkout = _checkout(store, f"{pinned.id}#{pinned.revision}", directory / "checkout")
         steps.append(("checkout", f"{len(checkout.tasks)} tasks → {checkout.dest}, Harbor OK"))
         job_dir = job or write_example_job(directory / "jobs", list(EXAMPLE_TASKS))
-        (imported,) = store.import_jobs([job_dir])
+        (imported,) = Jobs(store).import_jobs([job_dir])
         steps.append(("import", f"{imported.trials} trials ({imported.imported} new)"))
-        table = store.reward_table(imported.job)
+        table = Jobs(store).reward_table(imported.job)
     if job is None:
         check_taskset(table, directory / "store", pinned.id)
     report = score(table)

@@ -40,7 +40,7 @@ import typer
 
 from casstore.errors import UsageError
 from casstore.store import Store
-from casstore.trials import find_jobs, read_job, write_trials_jsonl
+from casstore.trials import Jobs, find_jobs, read_job, write_trials_jsonl
 from casstore.trials.jobs import assign_attempts, record_reward_key
 from casstore.trials.saved import check_output
 from cli.options import GlobalOptions, JsonOption
@@ -83,7 +83,7 @@ def import_(
             raise UsageError(str(path), "no such file or directory")
     options: GlobalOptions = ctx.obj
     with Store(options.store) as store, progress_bar("import", every=64) as bar:
-        reports = store.import_jobs(paths, reward_key=reward_key, name=name, progress=bar)
+        reports = Jobs(store).import_jobs(paths, reward_key=reward_key, name=name, progress=bar)
     if json:
         items = [r.to_json() for r in reports]
         emit_json(items[0] if len(items) == 1 else items)
@@ -137,8 +137,8 @@ def export(
     else:
         options: GlobalOptions = ctx.obj
         with Store(options.store) as store:
-            record = store.job(job)
-            records = store.trial_records(record.job_id)
+            record = Jobs(store).get(job)
+            records = Jobs(store).trial_records(record.job_id)
             job_id = record.job_id
         key = reward_key or record.reward_key
         record_reward_key(records, key)
@@ -168,7 +168,7 @@ def job_rows(store: Store) -> list[dict[str, Any]]:
             "failure_codes": record.failure_codes,
             "path": record.path,
         }
-        for record in store.jobs()
+        for record in Jobs(store).list()
     ]
 
 

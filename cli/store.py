@@ -15,6 +15,7 @@ from typing import Annotated
 import orjson
 import typer
 
+from casstore.api import fsck as fsck_store
 from casstore.archive.discover import discover
 from casstore.errors import UsageError
 from casstore.store import DEFAULT_FILESET, DEFAULT_WORKSPACE, Store
@@ -238,7 +239,7 @@ def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
     """Re-verify every archive and reference, and the imported jobs' records, reward tables
     and evidence (never modifies); exit 1 on problems."""
     with _store(ctx) as store, progress_bar("fsck") as bar:
-        report = store.fsck(bar)
+        report = fsck_store(store, bar)
     if json:
         emit_json(report.model_dump())
     else:
@@ -248,8 +249,8 @@ def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
             out_console.print(f"orphan (info): {orphan}")
         status = "ok" if report.ok else _count(len(report.problems), "problem")
         counts = f"{_count(report.revisions, 'revision')}, {_count(report.archives, 'archive')}"
-        if report.jobs:
-            counts += f", {_count(report.jobs, 'job')}, {_count(report.trials, 'trial')}"
+        if jobs := report.count("jobs"):
+            counts += f", {_count(jobs, 'job')}, {_count(report.count('trials'), 'trial')}"
         out_console.print(f"{status}: {counts}")
     if not report.ok:
         raise typer.Exit(1)

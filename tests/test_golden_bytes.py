@@ -19,6 +19,7 @@ import pytest
 
 from casstore.archive.pack import pack_tree
 from casstore.store import Store
+from casstore.trials import Jobs
 from cli.main import run
 from tests.conftest import FIXTURES, real_task_dirs
 
@@ -88,7 +89,7 @@ def test_store_bytes_are_byte_identical(tmp_path: Path) -> None:
     from casstore.archive.discover import discover
 
     with Store(tmp_path / "store") as store:
-        (report,) = store.import_jobs([JOB])
+        (report,) = Jobs(store).import_jobs([JOB])
         assert (report.trials, report.imported) == (89, 89)
         for task in real_task_dirs():
             for found in discover(task):

@@ -11,10 +11,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from casstore.api import fsck
 from casstore.errors import CheckError, RewardKeyError
 from casstore.store import Store
 from casstore.table.columns import Flag, Kind
-from casstore.trials import read_job, read_trials_jsonl, table_from_records, write_trials_jsonl
+from casstore.trials import (
+    Jobs,
+    read_job,
+    read_trials_jsonl,
+    table_from_records,
+    write_trials_jsonl,
+)
 from casstore.trials.records import REWARD_KEY_METADATA
 from casstore.trials.store import TRIAL_DATABASES
 from tests.helpers import store_cli
@@ -69,14 +76,14 @@ def test_tb2_job_facts(fixtures_dir: Path) -> None:
 @pytest.mark.realdata
 def test_full_trials_keep_their_evidence(fixtures_dir: Path, tmp_path: Path) -> None:
     with Store(tmp_path / "store") as store:
-        (report,) = store.import_jobs([fixtures_dir / "jobs" / "full-trials"])
+        (report,) = Jobs(store).import_jobs([fixtures_dir / "jobs" / "full-trials"])
         assert report.trials == report.imported == 3
         assert report.failure_codes["job_result_missing_partial"] == 1
-        records = store.trial_records(report.job)
+        records = Jobs(store).trial_records(report.job)
         assert len(records) == 3
         for record in records:
             raw = Path(record.result_path).read_bytes()
-            assert store.evidence(record.evidence) == raw
+            assert Jobs(store).evidence(record.evidence) == raw
             assert record.evidence_bytes == len(raw)
         assert {r.exception_type for r in records} == {None, "NonZeroAgentExitCodeError"}
 
@@ -84,19 +91,19 @@ def test_full_trials_keep_their_evidence(fixtures_dir: Path, tmp_path: Path) -> 
 @pytest.mark.realdata
 def test_tb2_store_round_trip_and_evidence(fixtures_dir: Path, tmp_path: Path) -> None:
     with Store(tmp_path / "store") as store:
-        (report,) = store.import_jobs([fixtures_dir / TB2])
+        (report,) = Jobs(store).import_jobs([fixtures_dir / TB2])
         assert (report.trials, report.imported, report.errored, report.no_verifier) == (
             89,
             89,
             21,
             1,
         )
-        record = store.jobs()[0]
+        record = Jobs(store).list()[0]
         assert record.dictionary is not None  # 89 files: a trained dictionary
-        table = store.reward_table(record.name)
+        table = Jobs(store).reward_table(record.name)
         assert len(table) == 89 and table.trials == read_job(fixtures_dir / TB2).table.trials
-        trial = store.trial_records(record.job_id)[5]
-        assert store.evidence(trial.evidence) == Path(trial.result_path).read_bytes()
+        trial = Jobs(store).trial_records(record.job_id)[5]
+        assert Jobs(store).evidence(trial.evidence) == Path(trial.result_path).read_bytes()
 
 
 # store ----------------------------------------------------------------------------------------
@@ -113,36 +120,36 @@ def _job(tmp_path: Path, n: int = 4) -> Path:
 
 
 def _snapshot(store: Store, job: str) -> tuple:
-    table = store.reward_table(job)
-    records = store.trial_records(job)
+    table = Jobs(store).reward_table(job)
+    records = Jobs(store).trial_records(job)
     return table.to_bytes(), [(r.trial_name, r.attempt, r.evidence) for r in records]
 
 
 def test_import_is_idempotent(tmp_path: Path) -> None:
     job_dir = _job(tmp_path)
     with Store(tmp_path / "store") as store:
-        (first,) = store.import_jobs([job_dir])
+        (first,) = Jobs(store).import_jobs([job_dir])
         before = _snapshot(store, first.job)
-        (second,) = store.import_jobs([job_dir])
+        (second,) = Jobs(store).import_jobs([job_dir])
         assert second.imported == 0 and second.trials == first.trials == 4
         assert _snapshot(store, first.job) == before
-        assert len(store.jobs()) == 1
+        assert len(Jobs(store).list()) == 1
         assert second.failure_codes == first.failure_codes == {}
 
 
 def test_incremental_import_adds_new_trials(tmp_path: Path) -> None:
     job_dir = _job(tmp_path)
     with Store(tmp_path / "store") as store:
-        (first,) = store.import_jobs([job_dir])
+        (first,) = Jobs(store).import_jobs([job_dir])
         # a new trial of t0 that started before every other one: attempts shift
         write_trial(
             job_dir, "t0__new", trial_json(trial_result("t0", "t0__new", {"reward": 1}, started=-5))
         )
-        (second,) = store.import_jobs([job_dir])
+        (second,) = Jobs(store).import_jobs([job_dir])
         assert second.imported == 1 and second.trials == 5
-        attempts = {r.trial_name: r.attempt for r in store.trial_records(first.job)}
+        attempts = {r.trial_name: r.attempt for r in Jobs(store).trial_records(first.job)}
         assert attempts["t0__new"] == 0 and attempts["t0__0"] == 1 and attempts["t0__2"] == 2
-        table = store.reward_table(first.job)
+        table = Jobs(store).reward_table(first.job)
         assert len(table) == 5 and "t0__new" in table.trials
         assert second.failure_codes == {"trial_count_mismatch": 1}  # lock.json said 4
 
@@ -151,10 +158,10 @@ def test_reward_table_by_name_and_unknown_job(tmp_path: Path) -> None:
     from casstore.errors import UnknownReferenceError
 
     with Store(tmp_path / "store") as store:
-        (report,) = store.import_jobs([_job(tmp_path)], name="mine")
-        assert store.reward_table("mine").jobs == [report.job]
+        (report,) = Jobs(store).import_jobs([_job(tmp_path)], name="mine")
+        assert Jobs(store).reward_table("mine").jobs == [report.job]
         with pytest.raises(UnknownReferenceError):
-            store.reward_table("nope")
+            Jobs(store).reward_table("nope")
 
 
 # saved trials -----------------------------------------------------------------------------------
@@ -316,18 +323,21 @@ LONE_SURROGATE_DIAGNOSTIC = {
 def test_import_of_lone_surrogates_lists_them_as_unreadable(tmp_path: Path) -> None:
     job_dir = _job_with_lone_surrogates(tmp_path)
     with Store(tmp_path / "store") as store:
-        (report,) = store.import_jobs([job_dir])
+        (report,) = Jobs(store).import_jobs([job_dir])
         assert (report.trials, report.imported) == (3, 3)
         assert report.failure_codes == {"result_unreadable": 2}
         assert [d for d in report.diagnostics if d["code"] == "result_unreadable"] == [
             LONE_SURROGATE_DIAGNOSTIC
         ]
-        records = store.trial_records(report.job)
+        records = Jobs(store).trial_records(report.job)
         assert [r.trial_name for r in records] == ["pair__\U0001f600", "t__0", "t__1"]
         pair = records[0]
-        assert store.evidence(pair.evidence) == (job_dir / "pair__1" / "result.json").read_bytes()
-        assert store.reward_table(report.job).trials == ["pair__\U0001f600", "t__0", "t__1"]
-        assert store.fsck().ok
+        assert (
+            Jobs(store).evidence(pair.evidence)
+            == (job_dir / "pair__1" / "result.json").read_bytes()
+        )
+        assert Jobs(store).reward_table(report.job).trials == ["pair__\U0001f600", "t__0", "t__1"]
+        assert fsck(store).ok
 
 
 def test_cli_import_rescore_export_of_lone_surrogates(tmp_path: Path, capsys) -> None:
@@ -362,8 +372,8 @@ def test_shutil_copy_of_job_keeps_id(tmp_path: Path) -> None:
 @pytest.mark.realdata
 def test_reimport_keeps_drift_diagnostic(fixtures_dir: Path, tmp_path: Path) -> None:
     with Store(tmp_path / "store") as store:
-        (first,) = store.import_jobs([fixtures_dir / TB2])
-        (second,) = store.import_jobs([fixtures_dir / TB2])
+        (first,) = Jobs(store).import_jobs([fixtures_dir / TB2])
+        (second,) = Jobs(store).import_jobs([fixtures_dir / TB2])
         assert second.imported == 0 and second.trials == 89
         assert second.failure_codes == first.failure_codes
         assert [d["code"] for d in second.diagnostics] == [d["code"] for d in first.diagnostics]
@@ -450,7 +460,7 @@ def test_packed_import_stores_what_records_would(
 
         monkeypatch.setattr(trial_store, "read_job", read)
         with Store(store_dir) as store:
-            reports = [r.to_json() for r in store.import_jobs([job_dir])]
+            reports = [r.to_json() for r in Jobs(store).import_jobs([job_dir])]
         monkeypatch.setattr(trial_store, "read_job", original)
         return reports
 
@@ -544,7 +554,7 @@ def test_streamed_import_survives_a_full_map(
 
     monkeypatch.setattr(trial_store, "_put_encoded", failing_put)
     with Store(tmp_path / "a") as store:
-        (report,) = store.import_jobs([job_dir])
+        (report,) = Jobs(store).import_jobs([job_dir])
     assert report.imported == 30 and full["puts"] == 3  # then the usual write
     monkeypatch.setattr(trial_store, "_put_encoded", put)
 
@@ -554,7 +564,7 @@ def test_streamed_import_survives_a_full_map(
 
     monkeypatch.setattr(trial_store, "_Stream", Unstreamed)
     with Store(tmp_path / "b") as store:
-        (plain,) = store.import_jobs([job_dir])
+        (plain,) = Jobs(store).import_jobs([job_dir])
     assert report.to_json() == plain.to_json()
     assert _index_items(tmp_path / "a") == _index_items(tmp_path / "b")
 
@@ -587,7 +597,7 @@ def test_new_job_is_written_while_parsed(
 
     monkeypatch.setattr(trial_store, "_store_job", no_second_write)
     with Store(tmp_path / "s") as store:
-        (report,) = store.import_jobs([job_dir])
+        (report,) = Jobs(store).import_jobs([job_dir])
     assert report.imported == 30 and len(added) > 2
     assert [name for names in added for name in names] == sorted(
         name for name in (p.name for p in job_dir.iterdir()) if "__" in name
@@ -608,16 +618,16 @@ def test_streamed_import_of_a_job_imported_meanwhile(
     def read(*args, **kwargs):
         if not nested:  # another import of the job runs first (the job was new when looked up)
             nested.append(None)
-            nested[0] = store.import_jobs([job_dir])
+            nested[0] = Jobs(store).import_jobs([job_dir])
         return original(*args, **kwargs)
 
     monkeypatch.setattr(trial_store, "read_job", read)
     with Store(tmp_path / "s") as store:
-        (again,) = store.import_jobs([job_dir])
+        (again,) = Jobs(store).import_jobs([job_dir])
     (first,) = nested[0]
     assert first.imported == 30 and again.imported == 0 and again.trials == 30
     with Store(tmp_path / "t") as store:
-        store.import_jobs([job_dir])
+        Jobs(store).import_jobs([job_dir])
     assert _index_items(tmp_path / "s") == _index_items(tmp_path / "t")
 
 
@@ -628,8 +638,8 @@ def test_streamed_import_aborts_on_a_parse_error(tmp_path: Path) -> None:
     (bad / "result.json").unlink(missing_ok=True)
     with Store(tmp_path / "s") as store:
         with pytest.raises(CheckError):
-            store.import_jobs([bad])
-        (report,) = store.import_jobs([_stream_job(tmp_path)])
+            Jobs(store).import_jobs([bad])
+        (report,) = Jobs(store).import_jobs([_stream_job(tmp_path)])
     assert report.imported == 30
     assert len(_pack_records(_index_items(tmp_path / "s")["trial_packs"])) == 30
 
@@ -843,19 +853,19 @@ def test_older_store_is_read_and_upgraded(tmp_path: Path, version: int) -> None:
     and marks it 3."""
     job_dir = _job(tmp_path, 20)  # enough for a zstd dictionary
     with Store(tmp_path / "store") as store:
-        (first,) = store.import_jobs([job_dir])
-        packed = store.trial_records(first.job)
+        (first,) = Jobs(store).import_jobs([job_dir])
+        packed = Jobs(store).trial_records(first.job)
     assert packed[0].evidence_dict is not None
     _as_schema(tmp_path / "store", version)
     with Store(tmp_path / "store") as store:
         assert store.index.read(lambda txn: txn.get("meta", "schema")) == version
-        before = store.trial_records(first.job)
+        before = Jobs(store).trial_records(first.job)
         assert [msgspec_replace(r, evidence="") for r in before] == [
             msgspec_replace(r, evidence="") for r in packed
         ]
         assert all("#" not in r.evidence for r in before)
         for record in before:
-            assert store.evidence(record.evidence) == Path(record.result_path).read_bytes()
+            assert Jobs(store).evidence(record.evidence) == Path(record.result_path).read_bytes()
         path = job_dir.resolve() / before[0].trial_name / "result.json"
         assert before[0].result_path == str(path)
         assert before[0].metadata == {REWARD_KEY_METADATA: "reward"}
@@ -863,12 +873,12 @@ def test_older_store_is_read_and_upgraded(tmp_path: Path, version: int) -> None:
             job_dir, "t0__new", trial_json(trial_result("t0", "t0__new", {"reward": 1}, started=-5))
         )
         assert store.index.read(lambda txn: txn.get("meta", "schema")) == version
-        (second,) = store.import_jobs([job_dir])
+        (second,) = Jobs(store).import_jobs([job_dir])
         assert second.imported == 1 and second.trials == 21
         assert store.index.read(lambda txn: txn.get("meta", "schema")) == 3
-        records = {r.trial_name: r for r in store.trial_records(first.job)}
-        assert store.evidence(records["t0__new"].evidence).startswith(b"{")
-        assert store.fsck().ok
+        records = {r.trial_name: r for r in Jobs(store).trial_records(first.job)}
+        assert Jobs(store).evidence(records["t0__new"].evidence).startswith(b"{")
+        assert fsck(store).ok
     assert records["t0__new"].attempt == 0 and records["t0__0"].attempt == 1
     for old in before:
         assert records[old.trial_name].result_path == old.result_path
@@ -976,8 +986,10 @@ def test_stored_records_are_compact_and_round_trip(tmp_path: Path) -> None:
     job_dir = _job(tmp_path)
     parsed = read_job(job_dir)
     with Store(tmp_path / "store") as store:
-        (report,) = store.import_jobs([job_dir])
-        assert store.trial_records(report.job) == sorted(parsed.trials, key=lambda r: r.trial_name)
+        (report,) = Jobs(store).import_jobs([job_dir])
+        assert Jobs(store).trial_records(report.job) == sorted(
+            parsed.trials, key=lambda r: r.trial_name
+        )
     ((key, value),) = _index_items(tmp_path / "store")["trial_packs"]
     stored = msgspec.msgpack.decode(value)[0]
     assert isinstance(stored, list) and key.decode() == f"{report.job}/00000000"
@@ -1013,13 +1025,13 @@ def test_reimport_from_a_moved_directory_keeps_old_result_paths(tmp_path: Path) 
     new ones name the new directory."""
     job_dir = _job(tmp_path)
     with Store(tmp_path / "store") as store:
-        (first,) = store.import_jobs([job_dir])
-        before = {r.trial_name: r.result_path for r in store.trial_records(first.job)}
+        (first,) = Jobs(store).import_jobs([job_dir])
+        before = {r.trial_name: r.result_path for r in Jobs(store).trial_records(first.job)}
         moved = tmp_path / "moved" / "job"
         shutil.copytree(job_dir, moved)
         write_trial(moved, "t1__new", trial_json(trial_result("t1", "t1__new", {"reward": 1})))
-        (second,) = store.import_jobs([moved])
-        after = {r.trial_name: r.result_path for r in store.trial_records(first.job)}
+        (second,) = Jobs(store).import_jobs([moved])
+        after = {r.trial_name: r.result_path for r in Jobs(store).trial_records(first.job)}
     assert second.imported == 1
     assert {name: after[name] for name in before} == before
     assert after["t1__new"] == str(moved.resolve() / "t1__new" / "result.json")
@@ -1035,7 +1047,7 @@ def test_failed_import_leaves_the_store_as_before(
     job_dir = _stream_job(tmp_path)
     other = _job(tmp_path / "other")
     with Store(tmp_path / "store") as store:
-        store.import_jobs([other])
+        Jobs(store).import_jobs([other])
     before = _index_items(tmp_path / "store")
     put = trial_store._put_encoded
     calls = {"n": 0}
@@ -1048,12 +1060,12 @@ def test_failed_import_leaves_the_store_as_before(
 
     monkeypatch.setattr(trial_store, "_put_encoded", failing_put)
     with Store(tmp_path / "store") as store, pytest.raises(RuntimeError, match="on fire"):
-        store.import_jobs([job_dir])
+        Jobs(store).import_jobs([job_dir])
     assert _index_items(tmp_path / "store") == before and calls["n"] == 1
     write_trial(other, "t0__new", trial_json(trial_result("t0", "t0__new", {"reward": 1})))
     calls["n"] = 0
     with Store(tmp_path / "store") as store, pytest.raises(RuntimeError, match="on fire"):
-        store.import_jobs([other])
+        Jobs(store).import_jobs([other])
     assert _index_items(tmp_path / "store") == before
 
 
@@ -1072,12 +1084,14 @@ def test_evidence_is_content_addressed_in_packs(
     monkeypatch.setattr(jobs, "CHUNK", 4)  # chunks cut at task boundaries: 4 tasks x 7-8
     job_dir = _stream_job(tmp_path)
     with Store(tmp_path / "store") as store:
-        (report,) = store.import_jobs([job_dir])
-        records = store.trial_records(report.job)
+        (report,) = Jobs(store).import_jobs([job_dir])
+        records = Jobs(store).trial_records(report.job)
         for record in records:
             raw = Path(record.result_path).read_bytes()
-            assert store.evidence(record.evidence) == raw and record.evidence_bytes == len(raw)
-        store.import_jobs([job_dir])
+            assert Jobs(store).evidence(record.evidence) == raw and record.evidence_bytes == len(
+                raw
+            )
+        Jobs(store).import_jobs([job_dir])
         key = records[0].evidence.partition("#")[0]
         for ref, rule in [
             (f"{key}#99", "the evidence pack has no frame with that index"),
@@ -1091,7 +1105,7 @@ def test_evidence_is_content_addressed_in_packs(
             ("sha256:\ud800", "not an evidence reference (sha256:<64 hex digits>#<index>)"),
         ]:
             with pytest.raises(UnknownReferenceError) as raised:
-                store.evidence(ref)
+                Jobs(store).evidence(ref)
             assert (raised.value.path, raised.value.rule) == (ref, rule)
     packs = _index_items(tmp_path / "store")["evidence"]
     assert len(records) == 30 and len(packs) == 4  # one chunk per task

@@ -46,13 +46,13 @@ def test_job_directory(capsys, fixtures_dir: Path, tmp_path: Path) -> None:
 
 def test_imported_job_and_saved_trials(capsys, fixtures_dir: Path, tmp_path: Path) -> None:
     from casstore.store import Store
-    from casstore.trials import write_trials_jsonl
+    from casstore.trials import Jobs, write_trials_jsonl
 
     store = tmp_path / "store"
     with Store(store) as opened:
-        opened.import_jobs([fixtures_dir / JOB])
-        (job,) = opened.jobs()
-        write_trials_jsonl(opened.trial_records(job.job_id), tmp_path / "trials.jsonl")
+        Jobs(opened).import_jobs([fixtures_dir / JOB])
+        (job,) = Jobs(opened).list()
+        write_trials_jsonl(Jobs(opened).trial_records(job.job_id), tmp_path / "trials.jsonl")
     by_id = rescore_json(capsys, job.job_id, store=store)
     assert by_id["harbor_metrics"] == [{"mean": 0.4157303370786517}]
     saved = rescore_json(capsys, str(tmp_path / "trials.jsonl"))

@@ -371,13 +371,13 @@ def _three_sources(job, tmp_path) -> tuple:
     """The store ``job`` was imported into, and the three sources of the same trials: the job
     directory, the imported job's id and its exported trials.jsonl."""
     from casstore.store import Store
-    from casstore.trials import write_trials_jsonl
+    from casstore.trials import Jobs, write_trials_jsonl
 
     store, saved = tmp_path / "store", tmp_path / "trials.jsonl"
     with Store(store) as opened:
-        opened.import_jobs([job])
-        (record,) = opened.jobs()
-        write_trials_jsonl(opened.trial_records(record.job_id), saved)
+        Jobs(opened).import_jobs([job])
+        (record,) = Jobs(opened).list()
+        write_trials_jsonl(Jobs(opened).trial_records(record.job_id), saved)
     return store, (str(job), record.job_id, str(saved))
 
 

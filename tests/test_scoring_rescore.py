@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from casstore.examples.job import write_example_job
+from casstore.trials import Jobs
 from cli.main import run
 from tests.test_discovery import write_task
 
@@ -54,10 +55,10 @@ def test_the_same_trial_twice_is_refused(capsys, tmp_path: Path, job: Path) -> N
 
     store = tmp_path / "store"
     with Store(store) as opened:
-        opened.import_jobs([job])
-        (record,) = opened.jobs()
+        Jobs(opened).import_jobs([job])
+        (record,) = Jobs(opened).list()
         exported = tmp_path / "trials.jsonl"
-        write_trials_jsonl(opened.trial_records(record.job_id), exported)
+        write_trials_jsonl(Jobs(opened).trial_records(record.job_id), exported)
     job_id = record.job_id
     for sources, first, second in [
         ([job_id, str(job)], f"imported job {job_id}", str(job)),
@@ -111,7 +112,7 @@ def test_missing_paths_are_bad_usage(capsys, tmp_path: Path, job: Path) -> None:
     from casstore.store import Store
 
     with Store(store) as opened:  # a store exists: still a missing path, not an unknown job
-        opened.import_jobs([job])
+        Jobs(opened).import_jobs([job])
     code, _, err = call(capsys, "--store", str(store), "rescore", str(missing))
     assert (code, err) == (2, f"casstore: {missing}: no such file or directory\n")
     code, _, err = call(capsys, "--store", str(store), "rescore", "no-such-job")

@@ -16,9 +16,11 @@ import lmdb
 import msgspec
 import pytest
 
+from casstore.api import fsck
 from casstore.errors import CorruptStoreError, UsageError
 from casstore.store import Store
 from casstore.store.index import Index, decode, unpack
+from casstore.trials import Jobs
 from tests.helpers import store_cli
 from tests.trials_builder import make_job, trial_json, trial_result
 
@@ -36,7 +38,7 @@ def imported(tmp_path: Path) -> tuple[Path, str]:
     }
     job_dir = make_job(tmp_path / "job", trials)
     with Store(tmp_path / "store") as store:
-        (report,) = store.import_jobs([job_dir], name="demo")
+        (report,) = Jobs(store).import_jobs([job_dir], name="demo")
     return tmp_path / "store", report.job
 
 
@@ -114,7 +116,7 @@ def test_flipped_name_column_is_found_before_any_output(imported, capsys, column
     _flip_table_column(store_dir, job, column)  # RewardTable.from_bytes checks it lazily
     store = Store(store_dir, create=False)
     with store, pytest.raises(CorruptStoreError, match=f"column {column}: CRC-32") as caught:
-        store.reward_table(job)
+        Jobs(store).reward_table(job)
     assert caught.value.path == f"reward_tables/{job}"
     code, out, err = call(capsys, store_dir, "rescore", "demo")
     assert (code, out) == (1, "") and err.startswith(f"casstore: reward_tables/{job}: ")
@@ -129,7 +131,7 @@ def test_missing_reward_table_is_damage(imported, capsys) -> None:
         store.index.write(lambda txn: txn.delete("reward_tables", job))
     rule = "missing (the job record names this job; fsck reports it)"
     with Store(store_dir, create=False) as store, pytest.raises(CorruptStoreError) as caught:
-        store.reward_table("demo")
+        Jobs(store).reward_table("demo")
     assert (caught.value.path, caught.value.rule) == (f"reward_tables/{job}", rule)
     for source in ("demo", job):
         code, out, err = call(capsys, store_dir, "rescore", source)
@@ -175,7 +177,7 @@ def test_missing_evidence_and_trial_record(imported, capsys) -> None:
 
     store_dir, job = imported
     with Store(store_dir, create=False) as store:
-        records = store.trial_records(job)
+        records = Jobs(store).trial_records(job)
     pack = f"{job}/00000000"
     stored = msgspec.msgpack.decode(_raw(store_dir, "trial_packs", pack))
     with Store(store_dir, create=False) as store:
@@ -202,7 +204,7 @@ def test_corrupt_evidence_pack(imported, capsys, damage: str) -> None:
     references, is ``corrupt_evidence`` for each such trial."""
     store_dir, job = imported
     with Store(store_dir, create=False) as store:
-        records = store.trial_records(job)
+        records = Jobs(store).trial_records(job)
     key = records[0].evidence.partition("#")[0]
     raw = _raw(store_dir, "evidence", key)
     if damage == "flipped":
@@ -315,11 +317,11 @@ def test_truncated_data_file_every_reader(imported) -> None:
 
 def test_fresh_store_opens_and_reopens(tmp_path: Path) -> None:
     with Store(tmp_path / "new") as store:
-        assert store.jobs() == []
+        assert Jobs(store).list() == []
         page = store.index.env.stat()["psize"]
     assert (tmp_path / "new" / "index" / "data.mdb").stat().st_size >= 2 * page
     with Store(tmp_path / "new", create=False) as store:
-        assert store.fsck().ok
+        assert fsck(store).ok
     env = lmdb.open(str(tmp_path / "bare"))  # an index LMDB created, never written
     env.close()
     Index(tmp_path / "bare").close()

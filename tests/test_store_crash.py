@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from casstore.api import fsck
 from casstore.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +60,7 @@ def start_worker(store: Path, work: Path, prefix: str, count: int, compression: 
 def assert_consistent(store_dir: Path) -> int:
     """fsck is clean (orphans allowed) and every revision's archive exists; return #tasks."""
     with Store(store_dir) as store:
-        report = store.fsck()
+        report = fsck(store)
         assert report.ok, report.problems
         for record, revision in store.tasks.list():
             assert store.filesets.path_of(revision.archive_ref).is_file(), record.name
@@ -89,7 +90,7 @@ def test_kill_9_at_random_points(tmp_path: Path) -> None:
     assert_consistent(store_dir)
     with Store(store_dir) as store:
         gone = store.gc(min_age=0)
-        assert store.fsck().orphans == [] and store.fsck().temporaries == []
+        assert fsck(store).orphans == [] and fsck(store).temporaries == []
         assert len(gone.removed) == len(set(gone.removed))
 
 
@@ -113,5 +114,5 @@ def test_two_processes_publish_concurrently(tmp_path: Path) -> None:
         for r in results:
             assert listed[r["name"]].digest == r["revision"]
             assert listed[r["name"]].content_digest == r["expected"]
-        report = store.fsck()
+        report = fsck(store)
         assert report.ok and report.revisions == 400 and report.orphans == []

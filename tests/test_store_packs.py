@@ -12,9 +12,11 @@ import pytest
 
 import casstore.trials.jobs as jobs
 import casstore.trials.store as trial_store
+from casstore.api import fsck
 from casstore.errors import CorruptStoreError
 from casstore.store import Store
 from casstore.store.index import unpack
+from casstore.trials import Jobs
 from casstore.trials.records import TrialRecord, encode_stored, encode_trial_pack
 from tests.helpers import store_cli
 from tests.test_import import _index_items, _pack_records
@@ -52,10 +54,10 @@ def test_pack_keys_are_numbers_whatever_the_trial_names(tmp_path: Path) -> None:
     names = [f"a{i:04d}" for i in range(499)] + ["b" * 600]
     job_dir = _job(tmp_path, names, dirs=[f"d{i:04d}" for i in range(500)])
     with Store(tmp_path / "store") as store:
-        (first,) = store.import_jobs([job_dir])
+        (first,) = Jobs(store).import_jobs([job_dir])
         write_trial(job_dir, "new", trial_json(trial_result("t0", "a0499x")))
-        (second,) = store.import_jobs([job_dir])
-        records = store.trial_records(JOB)
+        (second,) = Jobs(store).import_jobs([job_dir])
+        records = Jobs(store).trial_records(JOB)
     assert (first.imported, second.imported, second.trials) == (500, 1, 501)
     assert [r.trial_name for r in records][-2:] == ["a0499x", "b" * 600]
     packs = _index_items(tmp_path / "store")["trial_packs"]
@@ -90,7 +92,7 @@ def test_packs_hold_trials_by_name_however_they_were_read(
 
         monkeypatch.setattr(trial_store, "_Stream", Unstreamed)
     with Store(tmp_path / "store") as store:
-        store.import_jobs([job_dir])
+        Jobs(store).import_jobs([job_dir])
     packs = _index_items(tmp_path / "store")["trial_packs"]
     stored = [record[0] for record in _pack_records(packs)]
     assert stored == sorted(names) and len(packs) == 8  # 40 trials, 5 per pack
@@ -112,9 +114,9 @@ def test_a_job_whose_id_extends_another_keeps_its_own_packs(tmp_path: Path) -> N
     with Store(tmp_path / "store") as store:
         import_records(store, "job", records("job", 3), "reward")
         import_records(store, "job/x", records("job/x", 2), "reward")
-        assert len(store.trial_records("job")) == 3
-        assert len(store.trial_records("job/x")) == 2
-        assert store.fsck().ok
+        assert len(Jobs(store).trial_records("job")) == 3
+        assert len(Jobs(store).trial_records("job/x")) == 2
+        assert fsck(store).ok
 
 
 def test_evidence_reads_one_frame_and_checks_it(tmp_path: Path) -> None:
@@ -122,8 +124,8 @@ def test_evidence_reads_one_frame_and_checks_it(tmp_path: Path) -> None:
     frame's trial (zstd's content checksum), never wrong bytes; the other frames read."""
     names = [f"t__{i:02d}" for i in range(20)]
     with Store(tmp_path / "store") as store:
-        store.import_jobs([_job(tmp_path, names)])
-        records = store.trial_records(JOB)
+        Jobs(store).import_jobs([_job(tmp_path, names)])
+        records = Jobs(store).trial_records(JOB)
         key = records[0].evidence.partition("#")[0]
 
         def flip(txn) -> None:
@@ -135,10 +137,10 @@ def test_evidence_reads_one_frame_and_checks_it(tmp_path: Path) -> None:
 
         store.index.write(flip)
         with pytest.raises(CorruptStoreError) as caught:
-            store.evidence(records[3].evidence)
+            Jobs(store).evidence(records[3].evidence)
         assert caught.value.path == f"evidence/{key}"
         for record in records[:3] + records[4:]:
-            assert store.evidence(record.evidence) == Path(record.result_path).read_bytes()
+            assert Jobs(store).evidence(record.evidence) == Path(record.result_path).read_bytes()
 
 
 def test_reimport_repairs_a_damaged_evidence_pack(tmp_path: Path, capsys) -> None:
@@ -147,15 +149,15 @@ def test_reimport_repairs_a_damaged_evidence_pack(tmp_path: Path, capsys) -> Non
     names = [f"t__{i:02d}" for i in range(20)]
     job_dir = _job(tmp_path, names, dirs=[f"dir{i:02d}" for i in range(20)])
     with Store(tmp_path / "store") as store:
-        store.import_jobs([job_dir])
-        key = store.trial_records(JOB)[0].evidence.partition("#")[0]
+        Jobs(store).import_jobs([job_dir])
+        key = Jobs(store).trial_records(JOB)[0].evidence.partition("#")[0]
         good = bytes(store.index.read(lambda txn: txn.raw_get("evidence", key)))
         damaged = good[:-1] + bytes([good[-1] ^ 0xFF])
         store.index.write(lambda txn: txn._txn.put(key.encode(), damaged, db=txn._dbs["evidence"]))
     code, report = _fsck(capsys, tmp_path / "store")
     assert code == 1 and {p["kind"] for p in report["problems"]} == {"corrupt_evidence"}
     with Store(tmp_path / "store") as store:
-        (again,) = store.import_jobs([job_dir])
+        (again,) = Jobs(store).import_jobs([job_dir])
         assert again.imported == 0
         assert bytes(store.index.read(lambda txn: txn.raw_get("evidence", key))) == good
     assert _fsck(capsys, tmp_path / "store")[0] == 0
@@ -164,8 +166,8 @@ def test_reimport_repairs_a_damaged_evidence_pack(tmp_path: Path, capsys) -> Non
 def _store_with(tmp_path: Path, n: int = 20) -> tuple[Path, list[TrialRecord], str]:
     names = [f"t__{i:02d}" for i in range(n)]
     with Store(tmp_path / "store") as store:
-        store.import_jobs([_job(tmp_path, names)])
-        records = store.trial_records(JOB)
+        Jobs(store).import_jobs([_job(tmp_path, names)])
+        records = Jobs(store).trial_records(JOB)
     return tmp_path / "store", records, str((tmp_path / "job").resolve())
 
 
@@ -254,9 +256,9 @@ def test_job_result_with_a_nan_literal_imports_under_one_id(tmp_path: Path, caps
     text = (job_dir / "result.json").read_text()
     (job_dir / "result.json").write_text(text.replace('"mean": 0.5', '"mean": NaN'))
     with Store(tmp_path / "store") as store:
-        (report,) = store.import_jobs([job_dir])
+        (report,) = Jobs(store).import_jobs([job_dir])
         assert (report.job, report.trials) == (JOB, 20)
-        assert len(store.trial_records(JOB)) == 20
+        assert len(Jobs(store).trial_records(JOB)) == 20
     assert _fsck(capsys, tmp_path / "store")[0] == 0
 
 
@@ -288,9 +290,9 @@ def test_reimport_keeps_the_first_of_two_directories_with_one_trial_name(tmp_pat
     text = (job_dir / "t__00" / "result.json").read_text()
     (copy / "result.json").write_text(text.replace('"reward": 1.0', '"reward": 0.25'))
     with Store(tmp_path / "store") as store:
-        reports = [store.import_jobs([job_dir])[0] for _ in range(2)]
-        record = {r.trial_name: r for r in store.trial_records(JOB)}["t__00"]
-        assert store.reward_table(JOB).primary.tolist() == [1.0] * 20
+        reports = [Jobs(store).import_jobs([job_dir])[0] for _ in range(2)]
+        record = {r.trial_name: r for r in Jobs(store).trial_records(JOB)}["t__00"]
+        assert Jobs(store).reward_table(JOB).primary.tolist() == [1.0] * 20
     assert record.rewards == {"reward": 1.0} and record.result_path.endswith("/t__00/result.json")
     for report in reports:
         dup = next(d for d in report.diagnostics if d["code"] == "duplicate_trial_name")
@@ -302,11 +304,11 @@ def test_moved_job_directory_moves_its_result_paths(tmp_path: Path) -> None:
     names = [f"t__{i:02d}" for i in range(5)]
     job_dir = _job(tmp_path, names)
     with Store(tmp_path / "store") as store:
-        store.import_jobs([job_dir])
+        Jobs(store).import_jobs([job_dir])
         moved = job_dir.rename(tmp_path / "moved")
         write_trial(moved, "t__new", trial_json(trial_result("t0", "t__new")))
-        (report,) = store.import_jobs([moved])
-        paths = {r.trial_name: r.result_path for r in store.trial_records(JOB)}
+        (report,) = Jobs(store).import_jobs([moved])
+        paths = {r.trial_name: r.result_path for r in Jobs(store).trial_records(JOB)}
     assert report.imported == 1 and len(paths) == 6
     assert paths == {n: str(moved.resolve() / n / "result.json") for n in paths}
 
@@ -322,7 +324,7 @@ def test_unusable_names_and_ids_are_one_line_errors(tmp_path: Path, capsys) -> N
     job_dir = _job(tmp_path, names)
     os.rename(job_dir / "t__02", os.fsencode(job_dir) + b"/t__\xff")
     with Store(tmp_path / "store") as store:
-        (report,) = store.import_jobs([job_dir])
+        (report,) = Jobs(store).import_jobs([job_dir])
     assert (report.trials, report.failure_codes.get("result_unreadable")) == (2, 1)
     bad = next(d for d in report.diagnostics if d["code"] == "result_unreadable")
     assert bad["trials"] == [
@@ -335,7 +337,7 @@ def test_unusable_names_and_ids_are_one_line_errors(tmp_path: Path, capsys) -> N
     for job_id in ("abc\ud800", "x" * 600):
         other = _job(tmp_path / f"ids{len(job_id)}", names, job_id=job_id)
         with Store(tmp_path / "store") as store:
-            (report,) = store.import_jobs([other])
+            (report,) = Jobs(store).import_jobs([other])
         assert report.job.startswith("sha256:") and report.trials == 3
     saved = tmp_path / "saved.jsonl"
     assert store_cli(capsys, tmp_path / "store", "export", report.job, "-o", str(saved))[0] == 0
@@ -355,7 +357,7 @@ def test_older_evidence_entries_are_checked_against_their_keys(
     store_dir, _, _ = _store_with(tmp_path)
     _as_schema(store_dir, version)
     with Store(store_dir, create=False) as store:
-        records = store.trial_records(JOB)
+        records = Jobs(store).trial_records(JOB)
         key = records[4].evidence
         assert "#" not in key
 
@@ -368,9 +370,11 @@ def test_older_evidence_entries_are_checked_against_their_keys(
 
         store.index.write(flip)
         with pytest.raises(CorruptStoreError) as caught:
-            store.evidence(key)
+            Jobs(store).evidence(key)
         assert caught.value.path == f"evidence/{key}"
-        assert store.evidence(records[3].evidence) == Path(records[3].result_path).read_bytes()
+        assert (
+            Jobs(store).evidence(records[3].evidence) == Path(records[3].result_path).read_bytes()
+        )
     code, report = _fsck(capsys, store_dir)
     assert code == 1 and [(p["kind"], p["ref"]) for p in report["problems"]] == [
         ("corrupt_evidence", f"{JOB}/{records[4].trial_name}")
@@ -406,9 +410,9 @@ def test_older_entries_check_their_dictionary_and_refuse_a_frame_index(tmp_path:
     store_dir, _, _ = _store_with(tmp_path)
     _as_schema(store_dir, 2)
     with Store(store_dir, create=False) as store:
-        records = store.trial_records(JOB)
+        records = Jobs(store).trial_records(JOB)
         with pytest.raises(UnknownReferenceError) as raised:
-            store.evidence(records[0].evidence + "#0")
+            Jobs(store).evidence(records[0].evidence + "#0")
         assert raised.value.rule == "an evidence entry, not a pack: name it without #"
         name = records[0].evidence_dict
 
@@ -420,7 +424,7 @@ def test_older_entries_check_their_dictionary_and_refuse_a_frame_index(tmp_path:
         for record in records:
             damaged = f"zstd_dicts/{name}: the dictionary's bytes do not hash to its id"
             with pytest.raises(CorruptStoreError, match=re.escape(damaged)):
-                store.evidence(record.evidence)
+                Jobs(store).evidence(record.evidence)
 
 
 def test_undecodable_names_are_one_line_errors(tmp_path: Path, capsys) -> None:

@@ -320,50 +320,6 @@ class Store:
 
         return self.index.read(body)
 
-    # imported Harbor jobs (casstore.trials.store) -------------------------------------------
-
-    def import_jobs(
-        self,
-        paths: Sequence[Path | str],
-        reward_key: str = "reward",
-        name: str | None = None,
-        progress: Progress | None = None,
-    ) -> list[Any]:
-        """See :func:`casstore.trials.store.import_jobs` (returns ``ImportReport``s)."""
-        from casstore.trials.store import import_jobs
-
-        return import_jobs(self, paths, reward_key, name, progress)
-
-    def jobs(self) -> list[Any]:
-        """Every imported job's ``JobRecord``, by job id."""
-        from casstore.trials.store import jobs
-
-        return jobs(self)
-
-    def job(self, job: str) -> Any:
-        """The ``JobRecord`` of a job id or name; UnknownReferenceError if none."""
-        from casstore.trials.store import job_record
-
-        return job_record(self, job)
-
-    def reward_table(self, job: str) -> Any:
-        """The stored ``RewardTable`` of a job (id or name); UnknownReferenceError if none."""
-        from casstore.trials.store import reward_table
-
-        return reward_table(self, job)
-
-    def trial_records(self, job: str) -> list[Any]:
-        """The ``TrialRecord``s of a job (id or name), by trial name."""
-        from casstore.trials.store import trial_records
-
-        return trial_records(self, job)
-
-    def evidence(self, digest: str) -> bytes:
-        """The raw result.json bytes kept as evidence (``TrialRecord.evidence``)."""
-        from casstore.trials.store import evidence_bytes
-
-        return evidence_bytes(self, digest)
-
     # operations in other modules ----------------------------------------------------------
 
     def checkout(self, ref: str, dest: Path, progress: Progress = NO_PROGRESS) -> Any:
@@ -372,11 +328,11 @@ class Store:
 
         return checkout(self, ref, Path(dest), progress)
 
-    def fsck(self, progress: Progress = NO_PROGRESS) -> Any:
+    def fsck(self, progress: Progress = NO_PROGRESS, checks: Sequence[Any] = ()) -> Any:
         """See :func:`casstore.store.fsck.fsck`."""
         from casstore.store.fsck import fsck
 
-        return fsck(self, progress)
+        return fsck(self, progress, checks)
 
     def gc(self, dry_run: bool = False, min_age: float = 60.0) -> Any:
         """See :func:`casstore.store.fsck.gc`."""

@@ -1,21 +1,22 @@
 """fsck (report only, never deletes) and gc (removes orphan archives).
 
 Problems: ``missing_archive`` (a revision's file is absent), ``corrupt_archive`` (fails
-verification: address, structure or content digest), ``dangling_reference`` (a name's history
-or a taskset pin names a revision that does not exist); of imported jobs
-(:mod:`casstore.trials.check`): ``corrupt_job``, ``corrupt_trial``, ``corrupt_reward_table``
-(damaged, failing a CRC-32, or not one row per trial record), ``missing_evidence`` and
-``corrupt_evidence`` (a pack not hashing to its digest, or without the trial's frame).
-Information: ``orphans`` (archive files no revision references) and ``temporaries``
-(leftovers of interrupted writes).
+verification: address, structure or content digest), ``dangling_reference`` (a name's history or a
+taskset pin names a revision that does not exist); of imported jobs (:mod:`casstore.trials.check`,
+passed in as a check): ``corrupt_job``, ``corrupt_trial``, ``corrupt_reward_table`` (damaged,
+failing a CRC-32, or not one row per trial record), ``missing_evidence`` and ``corrupt_evidence`` (a
+pack not hashing to its digest, or without the trial's frame). Information: ``orphans`` (archive
+files no revision references) and ``temporaries`` (leftovers of interrupted writes).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from casstore.archive.read import verify_archive
 from casstore.errors import CheckError, UsageError
@@ -27,13 +28,38 @@ from casstore.store.records import NamedRecord, TaskRevision, TasksetRevision
 if TYPE_CHECKING:
     from casstore.store.core import Store
 
-__all__ = ["FsckReport", "GcReport", "fsck", "gc"]
+__all__ = ["Check", "Checked", "FsckReport", "GcReport", "Problem", "fsck", "gc"]
+
+
+class Problem(NamedTuple):
+    """One problem a check found: ``kind``, ``ref`` (what it is about, e.g. a job id or
+    ``<job id>/<trial name>``), ``message``."""
+
+    kind: str
+    ref: str
+    message: str
+
+
+@dataclass
+class Checked:
+    """What one check of :func:`fsck` found: ``counts`` (what it checked, by name: reported
+    beside the store's own counts) and ``problems``."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+
+Check = Callable[[Txn], Checked]
+"""A check of the index run by :func:`fsck` in its read transaction (e.g.
+:func:`casstore.trials.check.check_jobs`); it never raises for damaged data."""
 
 
 class FsckReport(BaseModel):
-    """``ok`` (no problem), counts (``jobs`` and ``trials``: imported jobs and their trial
-    records), ``problems`` = ``[{"kind", "ref", "path", "message"}]``, ``orphans`` (archive
-    references) and ``temporaries`` (paths)."""
+    """``ok`` (no problem), counts (``tasks``, ``tasksets``, ``revisions``, ``archives``, then
+    each check's own, e.g. ``jobs`` and ``trials``), ``problems`` = ``[{"kind", "ref", "path",
+    "message"}]``, ``orphans`` (archive references) and ``temporaries`` (paths)."""
+
+    model_config = ConfigDict(extra="allow")  # the checks' counts
 
     ok: bool
     tasks: int
@@ -43,8 +69,10 @@ class FsckReport(BaseModel):
     problems: list[dict[str, str | None]]
     orphans: list[str]
     temporaries: list[str]
-    jobs: int = 0
-    trials: int = 0
+
+    def count(self, name: str) -> int:
+        """A check's count (``"jobs"``, ``"trials"``), 0 when no check counted it."""
+        return int((self.model_extra or {}).get(name, 0))
 
 
 class GcReport(BaseModel):
@@ -84,16 +112,16 @@ def _problem(kind: str, ref: str, path: Path | None, detail: str) -> dict[str, s
     return {"kind": kind, "ref": ref, "path": str(path) if path else None, "message": detail}
 
 
-def fsck(store: Store, progress: Progress) -> FsckReport:
-    """Re-verify every archive and reference of ``store``, and its imported jobs
-    (:func:`casstore.trials.check.check_jobs`); never modifies anything."""
-    # imported here: casstore.trials.store imports this package (a cycle at import time)
-    from casstore.trials.check import check_jobs
-
+def fsck(store: Store, progress: Progress, checks: Sequence[Check] = ()) -> FsckReport:
+    """Re-verify every archive and reference of ``store``, and run ``checks`` (e.g. of the
+    imported jobs) on its index; never modifies anything."""
     snap = store.index.read(_snapshot)
     problems = _dangling(snap)
-    jobs = store.index.read(check_jobs)
-    problems += [_problem(p.kind, p.ref, None, p.message) for p in jobs.problems]
+    counts: dict[str, int] = {}
+    for check in checks:
+        checked = store.index.read(check)
+        counts |= checked.counts
+        problems += [_problem(p.kind, p.ref, None, p.message) for p in checked.problems]
     referenced: set[str] = set()
     checked: dict[str, str | None] = {}
     progress.start(len(snap["revisions"]))
@@ -118,8 +146,7 @@ def fsck(store: Store, progress: Progress) -> FsckReport:
         problems=problems,
         orphans=sorted(set(on_disk) - referenced),
         temporaries=[str(path) for path in store.filesets.temporaries()],
-        jobs=jobs.jobs,
-        trials=jobs.trials,
+        **counts,
     )
 
 

@@ -10,8 +10,8 @@ The contract the scoring engine codes against:
 * :func:`read_trials_jsonl` ``(path) -> (reward_key, records)`` and
   :func:`write_trials_jsonl` ``(records, path)``: saved trials;
 * :func:`table_from_records` ``(records, reward_key) -> RewardTable``;
-* in the store: ``Store.import_jobs``, ``Store.jobs``, ``Store.reward_table``,
-  ``Store.trial_records`` (see :mod:`casstore.trials.store`).
+* in a store: :class:`Jobs` ``(store)``: ``import_jobs``, ``list``, ``get``,
+  ``reward_table``, ``trial_records``, ``evidence`` (see :mod:`casstore.trials.store`).
 """
 
 from casstore.trials.jobs import (
@@ -21,6 +21,7 @@ from casstore.trials.jobs import (
     read_job,
     table_from_records,
 )
+from casstore.trials.jobstore import Jobs
 from casstore.trials.parse import parse_result, rewards_verdict
 from casstore.trials.records import (
     FAILURE_CODES,
@@ -38,6 +39,7 @@ __all__ = [
     "ImportReport",
     "ImportedJob",
     "JobRecord",
+    "Jobs",
     "StepRecord",
     "TrialRecord",
     "assign_attempts",

@@ -19,10 +19,10 @@ a trial; ``message`` the :class:`CorruptStoreError` line naming the database and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from casstore.errors import CorruptStoreError
+from casstore.store.fsck import Checked, Problem
 from casstore.store.index import Txn, decode, unpack
 from casstore.trials.evidence import entry_key, frame_count, split_reference
 from casstore.trials.records import JobRecord, TrialRecord
@@ -37,32 +37,14 @@ from casstore.trials.store import (
     stored_trial,
 )
 
-__all__ = ["JobsCheck", "Problem", "check_jobs"]
+__all__ = ["check_jobs"]
 
 
-class Problem(NamedTuple):
-    """One problem of imported trial data: ``kind``, ``ref`` (job id or job id/trial name),
-    ``message``."""
-
-    kind: str
-    ref: str
-    message: str
-
-
-@dataclass
-class JobsCheck:
-    """What :func:`check_jobs` found: ``jobs`` and ``trials`` (records) counted, and
-    ``problems``."""
-
-    jobs: int = 0
-    trials: int = 0
-    problems: list[Problem] = field(default_factory=list)
-
-
-def check_jobs(txn: Txn) -> JobsCheck:
-    """Check every imported job of the index (see the module docstring); never raises for
-    damaged data, which becomes a problem."""
-    result = JobsCheck()
+def check_jobs(txn: Txn) -> Checked:
+    """Check every imported job of the index (see the module docstring): a check of
+    :func:`casstore.store.fsck.fsck`, counting ``jobs`` and their ``trials`` (records); never
+    raises for damaged data, which becomes a problem."""
+    result = Checked({"jobs": 0, "trials": 0})
     for key, raw in txn.raw_items("jobs"):
         job_id = key.decode(errors="backslashreplace")
         record = _job(job_id, raw, result.problems)
@@ -72,8 +54,8 @@ def check_jobs(txn: Txn) -> JobsCheck:
         table = _table_problem(txn, job_id, len(trials.names) if trials.complete else None)
         if table is not None:
             result.problems.append(table)
-        result.jobs += 1
-        result.trials += len(trials.names)
+        result.counts["jobs"] += 1
+        result.counts["trials"] += len(trials.names)
     return result
 
 
