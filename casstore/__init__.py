@@ -1,1 +1,141 @@
-"""casstore: deterministic Harbor task archives, their store, and safe reading."""
+"""casstore: a content-addressed archive store and metrics engine for Harbor.
+
+The public Python API (every name of ``__all__``; the same operations as the ``casstore``
+command)::
+
+    import casstore
+
+    tasks = casstore.discover_tasks("./mydataset")          # Harbor's tasks, checked
+    with casstore.open_store(".casstore") as store:
+        for task in tasks:                                 # publish: pack, store, verify
+            store.tasks.replace(task.id.replace("/", "-"), task)
+        casstore.create_taskset(store, "suite", [t.id.replace("/", "-") for t in tasks])
+        casstore.checkout(store, "default/suite", "dataset")   # what a worker runs
+        casstore.import_jobs(store, ["jobs/2026-05-10__01-23-57"])
+    report = casstore.rescore(["2026-05-10__01-23-57"], store=".casstore")
+    print(report.to_json()["resolve_rate"])
+
+Names are loaded on first use, so ``import casstore`` costs nothing until one is used.
+
+Glossary (one word per thing):
+
+- **task**: a Harbor task directory (``task.toml``, ``instruction.md`` or ``steps/``);
+  **dataset**: a directory of tasks; the **native id** is Harbor's name of a task.
+- **archive**: the deterministic tar (gzip, zstd or none) of one task; to **pack** is to
+  write one. Its **address** is ``sha256:<hex>`` of the archive's bytes; its **content
+  digest** is ``blake3:<hex>`` of the uncompressed canonical tar (the same for every
+  compression). A **digest** is either (:class:`casstore.digest.Digest`).
+- **store**: one directory holding an LMDB **index** and **filesets**: a fileset is a tree
+  of immutable archive files (``<workspace>/<fileset>#<path>``, an **archive reference**).
+- **revision**: one published state of a task (or a taskset's pins), named by the digest
+  of its canonical record; a **reference** names a task or taskset: ``workspace/name``
+  (latest revision) or ``workspace/name#<revision digest>``.
+- **taskset**: a named, pinned list of task revisions.
+- **job**: one ``harbor run`` output directory; **trial**: one attempt of one task in a job
+  (one trial directory, one ``result.json``); **attempt** is the trial's index within its
+  task. The **verifier** writes the trial's **rewards**; the **reward key** selects the
+  primary reward.
+- **evidence**: the raw ``result.json`` bytes kept (zstd) in the store; an **evidence pack**
+  holds the evidence of a chunk of trials, a **trial pack** the records of up to 500 trials
+  (LMDB values, not archives).
+- **reward table**: the columns (one row per trial) import writes and scoring reads
+  (:mod:`casstore.table`); a **failure code** says why a trial is not cleanly scored
+  (:class:`casstore.table.codes.FailureCode`); a trial's **status** (scored, partial,
+  errored, no_verifier, invalid) is scoring's verdict on it (:mod:`scoring._rules`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from casstore.api import (
+        checkout,
+        create_taskset,
+        discover_tasks,
+        extract,
+        fsck,
+        import_jobs,
+        open_store,
+        pack,
+        publish,
+        replace_taskset,
+        rescore,
+        verify,
+    )
+    from casstore.archive.discover import DiscoveredTask, TaskCollection
+    from casstore.archive.limits import Limits
+    from casstore.archive.pack import PackResult
+    from casstore.archive.read import VerifyResult
+    from casstore.errors import CasstoreError
+    from casstore.store import Store
+    from casstore.store.checkout import CheckoutResult
+    from casstore.store.core import PublishResult, TasksetResult
+    from casstore.store.fsck import FsckReport
+    from casstore.table.columns import RewardTable
+    from casstore.trials.jobstore import Jobs
+    from casstore.trials.records import ImportReport
+    from scoring import ScoreReport
+
+__all__ = [
+    "CasstoreError",
+    "CheckoutResult",
+    "DiscoveredTask",
+    "FsckReport",
+    "ImportReport",
+    "Jobs",
+    "Limits",
+    "PackResult",
+    "PublishResult",
+    "RewardTable",
+    "ScoreReport",
+    "Store",
+    "TaskCollection",
+    "TasksetResult",
+    "VerifyResult",
+    "checkout",
+    "create_taskset",
+    "discover_tasks",
+    "extract",
+    "fsck",
+    "import_jobs",
+    "open_store",
+    "pack",
+    "publish",
+    "replace_taskset",
+    "rescore",
+    "verify",
+]
+
+_HOMES = {
+    "CasstoreError": "casstore.errors",
+    "CheckoutResult": "casstore.store.checkout",
+    "DiscoveredTask": "casstore.archive.discover",
+    "FsckReport": "casstore.store.fsck",
+    "ImportReport": "casstore.trials.records",
+    "Jobs": "casstore.trials.jobstore",
+    "Limits": "casstore.archive.limits",
+    "PackResult": "casstore.archive.pack",
+    "PublishResult": "casstore.store.core",
+    "RewardTable": "casstore.table.columns",
+    "ScoreReport": "scoring",
+    "Store": "casstore.store",
+    "TaskCollection": "casstore.archive.discover",
+    "TasksetResult": "casstore.store.core",
+    "VerifyResult": "casstore.archive.read",
+} | {name: "casstore.api" for name in __all__ if name[0].islower()}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of ``__all__``, imported from its module on first use."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'casstore' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,16 +1,205 @@
 """casstore's public Python API: the operations of the command line, as functions.
 
-Re-exported by :mod:`casstore` (see its docstring for the whole list and an example).
+Re-exported by :mod:`casstore` (its docstring has an example). Each function is the one the
+command of the same name runs; the CLI adds only argument parsing and printing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+from casstore.archive.compress import Compression
+from casstore.archive.discover import DiscoveredTask, TaskCollection, discover
+from casstore.archive.limits import Limits
+from casstore.archive.pack import PackResult, pack_tree
+from casstore.archive.read import VerifyResult, extract_archive, verify_archive
+from casstore.errors import UsageError
 from casstore.progress import NO_PROGRESS, Progress
-from casstore.store.core import Store
+from casstore.sources import check_taskset, load_sources, taskset_views
+from casstore.store import DEFAULT_FILESET, DEFAULT_WORKSPACE, Store
+from casstore.store.checkout import CheckoutResult
+from casstore.store.core import PublishResult, TasksetResult
 from casstore.store.fsck import FsckReport
 from casstore.trials.check import check_jobs
+from casstore.trials.jobstore import Jobs
+from casstore.trials.records import ImportReport
+from scoring import DEFAULT_GROUP_BY, ScoreReport, View, load_views, score
+from scoring._metric_script import DEFAULT_TIMEOUT
 
-__all__ = ["fsck"]
+__all__ = [
+    "checkout",
+    "create_taskset",
+    "discover_tasks",
+    "extract",
+    "fsck",
+    "import_jobs",
+    "open_store",
+    "pack",
+    "publish",
+    "replace_taskset",
+    "rescore",
+    "verify",
+]
+
+
+def discover_tasks(path: Path | str, limits: Limits | None = None) -> TaskCollection:
+    """The Harbor tasks at ``path``: one task directory, or a dataset directory of them
+    (``casstore publish`` discovers the same way). Every task is scanned with every packaging
+    check and carries its content digest. Raises :class:`~casstore.errors.UsageError` for a
+    path that is not a directory, the check errors of :mod:`casstore.errors` for a bad task
+    or dataset."""
+    return discover(path, limits)
+
+
+def pack(
+    source: Path | str,
+    out: Path | str | BinaryIO | None,
+    compression: Compression = "gzip",
+    limits: Limits | None = None,
+) -> PackResult:
+    """Pack the task directory ``source`` into the archive ``out`` (a path, a binary file, or
+    None for the digests only); see :func:`casstore.archive.pack.pack_tree`."""
+    return pack_tree(Path(source), Path(out) if isinstance(out, str) else out, compression, limits)
+
+
+def verify(
+    archive: Path | str, expect: str | None = None, limits: Limits | None = None
+) -> VerifyResult:
+    """Verify an archive (its address against ``expect`` when given, its structure, its
+    canonical form); raises the check error naming the entry and the rule. See
+    :func:`casstore.archive.read.verify_archive`."""
+    return verify_archive(Path(archive), expect, limits)
+
+
+def extract(
+    archive: Path | str, dest: Path | str, expect: str | None = None, limits: Limits | None = None
+) -> VerifyResult:
+    """Verify ``archive`` while extracting it to ``dest`` (which must not exist); nothing is
+    left on failure. See :func:`casstore.archive.read.extract_archive`."""
+    return extract_archive(Path(archive), Path(dest), expect, limits)
+
+
+def open_store(root: Path | str = ".casstore", *, create: bool = True) -> Store:
+    """The store at ``root`` (created when missing unless ``create`` is False: then
+    :class:`~casstore.errors.UsageError` naming ``root``). Use it as a context manager;
+    ``store.tasks.replace(name, task)`` and ``store.tasksets.create(name, tasks=[...])``
+    publish and pin, as the SDK's resources do."""
+    return Store(root, create=create)
+
+
+def publish(
+    store: Store,
+    tasks: Path | str | Iterable[DiscoveredTask],
+    *,
+    name: str | None = None,
+    workspace: str = DEFAULT_WORKSPACE,
+    fileset: str = DEFAULT_FILESET,
+    prefix: str = "",
+    compression: Compression = "gzip",
+    create: bool = False,
+    progress: Progress = NO_PROGRESS,
+) -> list[PublishResult]:
+    """Publish ``tasks`` (discovered, or a task / dataset directory discovered first) into
+    ``store``, each under its default name (``name`` for a single task); identical content
+    returns the existing revision. One :class:`PublishResult` per task, in order. Raises as
+    :meth:`Store.publish`, and :class:`~casstore.errors.UsageError` for ``name`` with
+    several tasks."""
+    found = discover(tasks) if isinstance(tasks, Path | str) else list(tasks)
+    if name is not None and len(found) != 1:
+        raise UsageError(str(tasks), "--name needs a single task")
+    progress.start(len(found))
+    results = []
+    for task in found:
+        results.append(
+            store.publish(
+                task,
+                name,
+                workspace=workspace,
+                fileset=fileset,
+                prefix=prefix,
+                compression=compression,
+                create=create,
+            )
+        )
+        progress.advance(task.id)
+    return results
+
+
+def create_taskset(
+    store: Store, name: str, tasks: Sequence[str], workspace: str = DEFAULT_WORKSPACE
+) -> TasksetResult:
+    """A new taskset ``name`` pinning the current revision of each task reference in
+    ``tasks`` (names in ``workspace``, ``ws/name`` or ``ws/name#digest``); later task updates
+    do not change it. Raises :class:`~casstore.errors.StoreError` if the name exists. See
+    :meth:`Store.tasksets`."""
+    return store.tasksets.create(name, tasks, workspace)
+
+
+def replace_taskset(
+    store: Store, name: str, tasks: Sequence[str], workspace: str = DEFAULT_WORKSPACE
+) -> TasksetResult:
+    """Create the taskset ``name`` or add a revision pinning ``tasks`` now (identical pins
+    return the existing revision, ``reused``)."""
+    return store.tasksets.replace(name, tasks, workspace)
+
+
+def checkout(
+    store: Store, ref: str, dest: Path | str, progress: Progress = NO_PROGRESS
+) -> CheckoutResult:
+    """Check a taskset (or task) reference out of ``store`` into the dataset directory
+    ``dest``: every archive verified, extracted safely and loaded with Harbor's ``Task``
+    (what a worker does before ``harbor run``). See :func:`casstore.store.checkout.checkout`."""
+    return store.checkout(ref, Path(dest), progress)
+
+
+def import_jobs(
+    store: Store,
+    paths: Sequence[Path | str],
+    reward_key: str = "reward",
+    name: str | None = None,
+    progress: Progress | None = None,
+) -> list[ImportReport]:
+    """Import Harbor job directories (or directories of them, or saved-trials ``.jsonl``
+    files) into ``store``: one :class:`ImportReport` per job. See :class:`Jobs`."""
+    return Jobs(store).import_jobs(paths, reward_key, name, progress)
+
+
+def rescore(
+    sources: Sequence[Path | str],
+    store: Path | str = ".casstore",
+    *,
+    reward_key: str | None = None,
+    ks: Sequence[int] | None = None,
+    threshold: float = 1.0,
+    group_by: Sequence[str] = DEFAULT_GROUP_BY,
+    metrics: Sequence[str | Path] = ("mean",),
+    views: Sequence[View] | Path | str | None = None,
+    taskset: str | None = None,
+    metric_timeout: float = DEFAULT_TIMEOUT,
+) -> ScoreReport:
+    """Score the trials of ``sources`` (job directories, saved-trials files, ids or names of
+    jobs imported in the store at ``store``), as ``casstore rescore`` does: with ``taskset``,
+    the trials are checked against that taskset and its tasks' views apply (after
+    ``views``, which win on a name). See :func:`scoring.score` for the options and
+    :mod:`scoring.report` for the report."""
+    declared = list(load_views(views) if isinstance(views, Path | str) else views or [])
+    table = load_sources(sources, store, reward_key)
+    if taskset is not None:
+        names = {view.name for view in declared}
+        items = check_taskset(table, store, taskset)
+        declared += [view for view in taskset_views(items) if view.name not in names]
+    return score(
+        table,
+        reward_key=reward_key,
+        ks=ks,
+        threshold=threshold,
+        group_by=group_by,
+        metrics=metrics,
+        views=declared,
+        metric_timeout=metric_timeout,
+    )
 
 
 def fsck(store: Store, progress: Progress = NO_PROGRESS) -> FsckReport:

@@ -1,0 +1,124 @@
+"""The public Python API (``casstore.__all__``): exact names, lazy loading, and the README's
+example run on real Harbor data."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import casstore
+from tests.conftest import FIXTURES
+
+ROOT = Path(__file__).resolve().parents[1]
+JOB = FIXTURES / "jobs" / "tb2-haiku" / "jobs" / "2026-05-10__01-23-57"
+SIMPLE = FIXTURES / "tasks" / "harbor-cookbook" / "simple-task"
+
+API = [
+    "CasstoreError",
+    "CheckoutResult",
+    "DiscoveredTask",
+    "FsckReport",
+    "ImportReport",
+    "Jobs",
+    "Limits",
+    "PackResult",
+    "PublishResult",
+    "RewardTable",
+    "ScoreReport",
+    "Store",
+    "TaskCollection",
+    "TasksetResult",
+    "VerifyResult",
+    "checkout",
+    "create_taskset",
+    "discover_tasks",
+    "extract",
+    "fsck",
+    "import_jobs",
+    "open_store",
+    "pack",
+    "publish",
+    "replace_taskset",
+    "rescore",
+    "verify",
+]
+
+
+def test_all_is_exactly_the_api() -> None:
+    assert casstore.__all__ == API
+    for name in API:
+        assert getattr(casstore, name) is not None
+        assert name in dir(casstore)
+    with pytest.raises(AttributeError, match="no attribute 'pack_tree'"):
+        _ = casstore.pack_tree
+
+
+def test_type_imports_name_the_same_homes() -> None:
+    """The ``TYPE_CHECKING`` imports (what type checkers see) and the lazy table agree."""
+    tree = ast.parse((ROOT / "casstore" / "__init__.py").read_text())
+    (block,) = [node for node in tree.body if isinstance(node, ast.If)]
+    seen = {
+        alias.name: node.module
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert seen == casstore._HOMES
+    for name, home in seen.items():
+        assert getattr(casstore, name) is getattr(__import__(home, fromlist=[name]), name)
+
+
+def test_import_casstore_loads_nothing_heavy() -> None:
+    script = (
+        "import sys, casstore, casstore.errors; "
+        "print(sorted(m for m in ('numpy', 'harbor', 'lmdb', 'pydantic', 'scoring') "
+        "if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.realdata
+def test_readme_example_on_real_data(tmp_path: Path) -> None:
+    """Discover, publish, pin, check out, import and rescore through the API only; the
+    figures are Harbor's own (the job's recorded mean) and the CLI's (the same address)."""
+    packed = casstore.pack(SIMPLE, tmp_path / "simple.tar.gz")
+    assert casstore.verify(tmp_path / "simple.tar.gz", str(packed.address)).entries == 11
+    extracted = casstore.extract(tmp_path / "simple.tar.gz", tmp_path / "out")
+    assert extracted.content_digest == packed.content_digest
+    assert (tmp_path / "out" / "simple-task" / "task.toml").is_file()
+
+    tasks = casstore.discover_tasks(FIXTURES / "tasks" / "harbor-workshop")
+    assert [t.id for t in tasks] == [
+        "cipher",
+        "example-task",
+        "example-task-airgapped",
+        "three-body-problem",
+    ]
+    root = tmp_path / "store"
+    with casstore.open_store(root) as store:
+        results = [store.tasks.replace(t.id.replace("/", "-"), t) for t in tasks]
+        assert [r.reused for r in results] == [False] * 4
+        again = casstore.publish(store, FIXTURES / "tasks" / "harbor-workshop")
+        assert [r.revision for r in again] == [r.revision for r in results]
+        assert all(r.reused for r in again)
+        pinned = casstore.create_taskset(store, "suite", [r.name for r in results])
+        done = casstore.checkout(store, "default/suite", tmp_path / "dataset")
+        assert [row["revision"] for row in done.tasks] == [p["revision"] for p in pinned.tasks]
+        (report,) = casstore.import_jobs(store, [JOB])
+        assert (report.trials, report.imported) == (89, 89)
+        assert casstore.fsck(store).ok
+    with casstore.open_store(root, create=False) as store:
+        assert casstore.fsck(store).count("trials") == 89
+    scored = casstore.rescore([JOB.name], store=root).to_json()
+    assert scored["resolve_rate"] == 0.4157303370786517
+    recorded = json.loads((JOB / "result.json").read_bytes())
+    (evals,) = recorded["stats"]["evals"].values()
+    assert scored["harbor_metrics"] == evals["metrics"]
