@@ -446,7 +446,7 @@ def test_packed_import_stores_what_records_would(
     trials["missing"] = None
     job_dir = make_job(tmp_path / "job", trials, expected=40)
     monkeypatch.setattr(jobs, "CHUNK", 6)
-    monkeypatch.setattr(trial_store, "PACK", 7)
+    monkeypatch.setattr(trial_store, "TRIALS_PER_PACK", 7)
 
     def import_job(store_dir: Path, packed: bool) -> list[dict]:
         original = trial_store.read_job
@@ -474,7 +474,7 @@ def test_packed_import_stores_what_records_would(
     assert import_job(tmp_path / "a", True) == import_job(tmp_path / "b", False)
     packed, decoded = _index_items(tmp_path / "a"), _index_items(tmp_path / "b")
     assert len(_pack_records(packed["trial_packs"])) == 40 and not packed["trials"]
-    assert len(packed["trial_packs"]) == 6  # 7 per pack (PACK), by trial name
+    assert len(packed["trial_packs"]) == 6  # 7 per pack (TRIALS_PER_PACK), by trial name
     names = [record[0] for record in _pack_records(packed["trial_packs"])]
     assert names == sorted(names)
     assert packed == decoded
@@ -538,7 +538,7 @@ def test_streamed_import_survives_a_full_map(
 
     job_dir = _stream_job(tmp_path)
     monkeypatch.setattr(jobs, "CHUNK", 4)
-    monkeypatch.setattr(trial_store, "PACK", 3)  # packs written while parsing
+    monkeypatch.setattr(trial_store, "TRIALS_PER_PACK", 3)  # packs written while parsing
     original = trial_store.read_job
     monkeypatch.setattr(
         trial_store, "read_job", lambda *a, **k: original(*a, **{**k, "workers": workers})
@@ -799,7 +799,7 @@ def _as_schema(store_dir: Path, version: int) -> None:
     import lmdb
     import msgspec
 
-    from casstore.store.index import pack, unpack
+    from casstore.store.index import decode_value, encode_value
     from casstore.trials.evidence import (
         decompress,
         encode_entry,
@@ -814,7 +814,7 @@ def _as_schema(store_dir: Path, version: int) -> None:
         with env.begin(write=True) as txn:
             db = {name: env.open_db(name.encode(), txn=txn) for name in TRIAL_DATABASES}
             jobs = {
-                key.decode(): from_builtins(unpack(value), JobRecord)
+                key.decode(): from_builtins(decode_value(value), JobRecord)
                 for key, value in txn.cursor(db=db["jobs"])
             }
             packs = list(txn.cursor(db=db["trial_packs"]))
@@ -828,7 +828,7 @@ def _as_schema(store_dir: Path, version: int) -> None:
                     record.evidence = entry_key(entry)
                     if version == 1:
                         stored = txn.get(name.encode(), db=db["zstd_dicts"]) if name else None
-                        raw = decompress(frame, unpack(stored) if stored else None)
+                        raw = decompress(frame, decode_value(stored) if stored else None)
                         record.evidence = "sha256:" + hashlib.sha256(raw).hexdigest()
                     txn.put(record.evidence.encode(), entry, db=db["evidence"])
                     stored = (
@@ -840,7 +840,7 @@ def _as_schema(store_dir: Path, version: int) -> None:
                 txn.delete(key, db=db["trial_packs"])
             for key in evidence:
                 txn.delete(key, db=db["evidence"])
-            txn.put(b"schema", pack(version), db=env.open_db(b"meta", txn=txn))
+            txn.put(b"schema", encode_value(version), db=env.open_db(b"meta", txn=txn))
     finally:
         env.close()
 
@@ -891,12 +891,12 @@ def _schema_marker(store_dir: Path) -> int:
     """``meta/schema`` as stored, read with raw lmdb (a read-only environment)."""
     import lmdb
 
-    from casstore.store.index import unpack
+    from casstore.store.index import decode_value
 
     env = lmdb.open(str(store_dir / "index"), max_dbs=32, readonly=True, lock=False)
     try:
         with env.begin() as txn:
-            return unpack(txn.get(b"schema", db=env.open_db(b"meta", txn=txn, create=False)))
+            return decode_value(txn.get(b"schema", db=env.open_db(b"meta", txn=txn, create=False)))
     finally:
         env.close()
 

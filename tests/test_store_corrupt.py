@@ -19,7 +19,7 @@ import pytest
 from casstore.api import fsck
 from casstore.errors import CorruptStoreError, UsageError
 from casstore.store import Store
-from casstore.store.index import Index, decode, unpack
+from casstore.store.index import Index, decode, decode_value
 from casstore.trials import Jobs
 from tests.helpers import store_cli
 from tests.trials_builder import make_job, trial_json, trial_result
@@ -71,7 +71,7 @@ def _column_end(table: bytes, column: str) -> int:
 
 def _flip_table_column(store_dir: Path, job: str, column: str) -> None:
     raw = _raw(store_dir, "reward_tables", job)
-    table = unpack(raw)
+    table = decode_value(raw)
     _flip(store_dir, "reward_tables", job, len(raw) - len(table) + _column_end(table, column))
 
 

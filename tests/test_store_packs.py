@@ -15,7 +15,7 @@ import casstore.trials.store as trial_store
 from casstore.api import fsck
 from casstore.errors import CorruptStoreError
 from casstore.store import Store
-from casstore.store.index import unpack
+from casstore.store.index import decode_value
 from casstore.trials import Jobs
 from casstore.trials.records import TrialRecord, encode_stored, encode_trial_pack
 from tests.helpers import store_cli
@@ -73,7 +73,7 @@ def test_packs_hold_trials_by_name_however_they_were_read(
     the directories holds the even names, the second half the odd ones) end in packs by
     name: the layout a re-import or an import without streaming writes."""
     monkeypatch.setattr(jobs, "CHUNK", 5)
-    monkeypatch.setattr(trial_store, "PACK", 5)  # the buffer is empty after each chunk
+    monkeypatch.setattr(trial_store, "TRIALS_PER_PACK", 5)  # the buffer is empty after each chunk
     n = 40
     names = [f"b{2 * i:03d}" for i in range(n // 2)] + [f"b{2 * i + 1:03d}" for i in range(n // 2)]
     tasks = [f"t{i // 5}" for i in range(n)]  # one task per chunk: attempts hold, no rewrite
@@ -130,7 +130,7 @@ def test_evidence_reads_one_frame_and_checks_it(tmp_path: Path) -> None:
 
         def flip(txn) -> None:
             raw = bytes(txn.raw_get("evidence", key))
-            frame = unpack(raw)["frames"][3]
+            frame = decode_value(raw)["frames"][3]
             at = raw.index(frame) + len(frame) // 2
             damaged = raw[:at] + bytes([raw[at] ^ 0x01]) + raw[at + 1 :]
             txn._txn.put(key.encode(), damaged, db=txn._dbs["evidence"])
@@ -363,7 +363,7 @@ def test_older_evidence_entries_are_checked_against_their_keys(
 
         def flip(txn) -> None:
             raw = bytes(txn.raw_get("evidence", key))
-            data = unpack(raw)["data"]
+            data = decode_value(raw)["data"]
             at = raw.index(data) + len(data) // 2
             damaged = raw[:at] + bytes([raw[at] ^ 0x01]) + raw[at + 1 :]
             txn._txn.put(key.encode(), damaged, db=txn._dbs["evidence"])

@@ -42,9 +42,9 @@ __all__ = [
     "check_data_file",
     "corrupt",
     "decode",
+    "decode_value",
+    "encode_value",
     "fsync_dir",
-    "pack",
-    "unpack",
 ]
 
 SCHEMA_VERSION = 3
@@ -73,13 +73,14 @@ DEFAULT_MAP_SIZE = 32 << 20
 T = TypeVar("T")
 
 
-def pack(value: Any) -> bytes:
-    """msgpack with binary type (the index's value encoding)."""
+def encode_value(value: Any) -> bytes:
+    """``value`` (builtins) as the index stores it: msgpack with the binary type."""
     return msgpack.packb(value, use_bin_type=True)
 
 
-def unpack(data: bytes) -> Any:
-    """Inverse of :func:`pack`."""
+def decode_value(data: bytes) -> Any:
+    """Stored bytes back to builtins, the inverse of :func:`encode_value` (a stored value is
+    decoded through :func:`decode`, which names one that does not decode)."""
     return msgpack.unpackb(data, raw=False)
 
 
@@ -106,7 +107,7 @@ def decode[T](db: str, key: str | bytes, decoder: Callable[..., T], *args: Any) 
 
 def _entry(key: bytes, raw: bytes) -> tuple[str, Any]:
     """A stored ``(key, value)`` decoded."""
-    return key.decode(), unpack(raw)
+    return key.decode(), decode_value(raw)
 
 
 class Txn:
@@ -119,7 +120,7 @@ class Txn:
     def get(self, db: str, key: str) -> Any | None:
         """The decoded value at ``key`` of ``db`` or None."""
         raw = self._txn.get(key.encode(), db=self._dbs[db])
-        return None if raw is None else decode(db, key, unpack, raw)
+        return None if raw is None else decode(db, key, decode_value, raw)
 
     def raw_get(self, db: str, key: str) -> bytes | memoryview | None:
         """The stored bytes at ``key`` of ``db`` (undecoded) or None: a memoryview into the
@@ -132,7 +133,7 @@ class Txn:
 
     def put(self, db: str, key: str, value: Any) -> None:
         """Store ``value`` at ``key`` of ``db`` (write transactions only)."""
-        self._txn.put(key.encode(), pack(value), db=self._dbs[db])
+        self._txn.put(key.encode(), encode_value(value), db=self._dbs[db])
 
     def delete(self, db: str, key: str) -> bool:
         """Remove ``key`` from ``db``; True if it was there."""

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from casstore.errors import CorruptStoreError
 from casstore.store.fsck import Checked, Problem
-from casstore.store.index import Txn, decode, unpack
+from casstore.store.index import Txn, decode, decode_value
 from casstore.trials.evidence import entry_key, frame_count, split_reference
 from casstore.trials.records import JobRecord, TrialRecord
 from casstore.trials.store import (
@@ -62,7 +62,7 @@ def check_jobs(txn: Txn) -> Checked:
 def _job(job_id: str, raw: bytes, problems: list[Problem]) -> JobRecord | None:
     """The job record stored as ``raw``, or None with a ``corrupt_job`` problem."""
     try:
-        return stored_job(job_id, decode("jobs", job_id, unpack, raw))
+        return stored_job(job_id, decode("jobs", job_id, decode_value, raw))
     except CorruptStoreError as error:
         problems.append(Problem("corrupt_job", job_id, str(error)))
         return None

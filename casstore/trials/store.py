@@ -2,8 +2,8 @@
 
 Databases (keys UTF-8, values msgpack): ``jobs`` (job id → :class:`JobRecord`),
 ``trial_packs`` (``<job id>/<pack number, 8 digits>`` → a **trial pack**: the array of up to
-:data:`PACK` trial records (:class:`TrialRecord`, by trial name) in their stored form, each
-an array without what the job record implies, see
+:data:`TRIALS_PER_PACK` trial records (:class:`TrialRecord`, by trial name) in their stored
+form, each an array without what the job record implies, see
 :func:`~casstore.trials.records.encode_trial_pack`),
 ``reward_tables`` (job id → :meth:`RewardTable.to_bytes`), ``evidence`` (content-addressed:
 ``sha256:<hex>`` of the value; a pack of the zstd-compressed raw result.json files of the
@@ -89,7 +89,7 @@ if TYPE_CHECKING:
     from casstore.store.core import Store
 
 __all__ = [
-    "PACK",
+    "TRIALS_PER_PACK",
     "TRIAL_DATABASES",
     "checked_dictionary",
     "checked_entry",
@@ -108,7 +108,7 @@ __all__ = [
     "trial_records",
 ]
 
-PACK = 500
+TRIALS_PER_PACK = 500
 """Trial records per ``trial_packs`` value (the last pack of a job holds the rest)."""
 TRIAL_DATABASES = ("jobs", "trial_packs", "trials", "reward_tables", "evidence", "zstd_dicts")
 
@@ -269,7 +269,9 @@ class _Stream:
 
     def _write_packs(self, txn: Txn, full_only: bool) -> None:
         """Write the buffered records in packs (only full ones when ``full_only``)."""
-        count = len(self.records) - len(self.records) % PACK if full_only else len(self.records)
+        count = len(self.records)
+        if full_only:
+            count -= count % TRIALS_PER_PACK
         if count:
             packs = _trial_packs(self.job_id, self.names[:count], self.records[:count], self.packs)
             _put_encoded(txn, "trial_packs", packs)
@@ -514,14 +516,14 @@ def _trial_packs(
     job_id: str, names: list[str], records: list[bytes], first: int = 0
 ) -> list[tuple[bytes, bytes]]:
     """``(key, pack)`` items holding ``records`` (stored form; their trial ``names`` alike)
-    by trial name, :data:`PACK` per pack, numbered from ``first``: a job's packs depend on
-    its records alone, not on how they were read or written."""
+    by trial name, :data:`TRIALS_PER_PACK` per pack, numbered from ``first``: a job's packs
+    depend on its records alone, not on how they were read or written."""
     if not _increasing(names):
         order = sorted(range(len(names)), key=names.__getitem__)
         records = [records[i] for i in order]
     return [
-        (_pack_key(job_id, first + k), encode_trial_pack(records[start : start + PACK]))
-        for k, start in enumerate(range(0, len(records), PACK))
+        (_pack_key(job_id, first + k), encode_trial_pack(records[start : start + TRIALS_PER_PACK]))
+        for k, start in enumerate(range(0, len(records), TRIALS_PER_PACK))
     ]
 
 
