@@ -14,6 +14,7 @@ import pytest
 from casstore.api import fsck
 from casstore.errors import CheckError, RewardKeyError
 from casstore.store import Store
+from casstore.store.index import Txn
 from casstore.table.columns import Flag, Kind
 from casstore.trials import (
     Jobs,
@@ -488,8 +489,7 @@ def test_bulk_puts_append_as_plain_puts_store(
 ) -> None:
     """Bulk puts append when every key is beyond the database's last one; equal keys among
     the items and keys not beyond the last one end as plain puts leave them."""
-    from casstore.store.index import Index, Txn
-    from casstore.trials.store import _put_encoded
+    from casstore.store.index import Index
 
     items = [(b"k", b"1"), (b"c", b"2"), (b"x", b"4"), (b"n", b"6")]
     if equal_keys:
@@ -511,7 +511,7 @@ def test_bulk_puts_append_as_plain_puts_store(
         cursor = txn._txn.cursor(db=txn._dbs["evidence"])
         cursor.putmulti(sorted(items, key=lambda item: item[0]), overwrite=overwrite)
 
-    assert stored(lambda txn: _put_encoded(txn, "evidence", items, overwrite)) == stored(plain)
+    assert stored(lambda txn: txn.raw_put_many("evidence", items, overwrite)) == stored(plain)
 
 
 def _stream_job(tmp_path: Path, n: int = 30) -> Path:
@@ -544,7 +544,7 @@ def test_streamed_import_survives_a_full_map(
         trial_store, "read_job", lambda *a, **k: original(*a, **{**k, "workers": workers})
     )
     full = {"puts": 0}
-    put = trial_store._put_encoded
+    put = Txn.raw_put_many
 
     def failing_put(txn, db, items, overwrite=True):  # the map fills up at the second chunk
         full["puts"] += 1
@@ -552,11 +552,11 @@ def test_streamed_import_survives_a_full_map(
             raise lmdb.MapFullError("full")
         put(txn, db, items, overwrite)
 
-    monkeypatch.setattr(trial_store, "_put_encoded", failing_put)
+    monkeypatch.setattr(Txn, "raw_put_many", failing_put)
     with Store(tmp_path / "a") as store:
         (report,) = Jobs(store).import_jobs([job_dir])
     assert report.imported == 30 and full["puts"] == 3  # then the usual write
-    monkeypatch.setattr(trial_store, "_put_encoded", put)
+    monkeypatch.setattr(Txn, "raw_put_many", put)
 
     class Unstreamed(trial_store._Stream):
         def add(self, chunk) -> None:  # nothing written while parsing
@@ -1042,14 +1042,13 @@ def test_failed_import_leaves_the_store_as_before(
 ) -> None:
     """An import (new job, streamed; then a re-import adding trials) that fails after writing
     some of its records leaves every database byte for byte as it was."""
-    import casstore.trials.store as trial_store
 
     job_dir = _stream_job(tmp_path)
     other = _job(tmp_path / "other")
     with Store(tmp_path / "store") as store:
         Jobs(store).import_jobs([other])
     before = _index_items(tmp_path / "store")
-    put = trial_store._put_encoded
+    put = Txn.raw_put_many
     calls = {"n": 0}
 
     def failing_put(txn, db, items, overwrite=True):
@@ -1058,7 +1057,7 @@ def test_failed_import_leaves_the_store_as_before(
         if db == "trial_packs":  # after the evidence and the trial records
             raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(trial_store, "_put_encoded", failing_put)
+    monkeypatch.setattr(Txn, "raw_put_many", failing_put)
     with Store(tmp_path / "store") as store, pytest.raises(RuntimeError, match="on fire"):
         Jobs(store).import_jobs([job_dir])
     assert _index_items(tmp_path / "store") == before and calls["n"] == 1

@@ -14,7 +14,9 @@ unknown schema is refused at open.
 
 One writer at a time across processes (LMDB's lock), any number of readers. Every
 read-modify-write runs inside ONE write transaction (:meth:`Index.write`); the map doubles on
-``MapFullError`` and the transaction is retried; a map grown by another process is adopted.
+``MapFullError`` and the transaction is retried; a map grown by another process is adopted. A
+write that spans other work holds a transaction of :meth:`Index.begin_write` and commits or
+aborts it itself; :meth:`Index.reserve` grows the map ahead of a big write.
 
 A damaged index is :class:`~casstore.errors.CorruptStoreError`, never a crash: every stored
 value is decoded through :func:`decode` (naming ``db/key``), and opening checks ``data.mdb``
@@ -24,6 +26,7 @@ truncated below the pages LMDB has written would otherwise end the process with 
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,6 +42,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Index",
     "Txn",
+    "WriteTxn",
     "check_data_file",
     "corrupt",
     "decode",
@@ -111,7 +115,9 @@ def _entry(key: bytes, raw: bytes) -> tuple[str, Any]:
 
 
 class Txn:
-    """One LMDB transaction over the named databases: ``get/put/delete/items`` by db name."""
+    """One LMDB transaction over the named databases: ``get/put/delete/items`` by db name
+    (values decoded and encoded with :func:`decode_value`/:func:`encode_value`), ``raw_*``
+    for values already encoded (bytes as stored). Keys are UTF-8 text or those bytes."""
 
     def __init__(self, txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
         self._txn = txn
@@ -122,10 +128,10 @@ class Txn:
         raw = self._txn.get(key.encode(), db=self._dbs[db])
         return None if raw is None else decode(db, key, decode_value, raw)
 
-    def raw_get(self, db: str, key: str) -> bytes | memoryview | None:
+    def raw_get(self, db: str, key: str | bytes) -> bytes | memoryview | None:
         """The stored bytes at ``key`` of ``db`` (undecoded) or None: a memoryview into the
         map, valid within this transaction, when it was begun with ``buffers``."""
-        return self._txn.get(key.encode(), db=self._dbs[db])
+        return self._txn.get(_key(key), db=self._dbs[db])
 
     def has(self, db: str, key: str) -> bool:
         """Whether ``key`` of ``db`` holds a value (nothing decoded)."""
@@ -135,9 +141,38 @@ class Txn:
         """Store ``value`` at ``key`` of ``db`` (write transactions only)."""
         self._txn.put(key.encode(), encode_value(value), db=self._dbs[db])
 
-    def delete(self, db: str, key: str) -> bool:
+    def raw_put(self, db: str, key: str | bytes, value: bytes, *, overwrite: bool = True) -> bool:
+        """Store the already-encoded ``value`` at ``key`` of ``db`` (write transactions only).
+        Returns whether it was stored: False when ``overwrite`` is False and ``key`` holds a
+        value already (that value is kept)."""
+        return self._txn.put(_key(key), value, db=self._dbs[db], overwrite=overwrite)
+
+    def raw_put_many(
+        self, db: str, items: list[tuple[bytes, bytes]], overwrite: bool = True
+    ) -> None:
+        """Store already-encoded ``(key, value)`` items in ``db``, in key order (sorted here):
+        one ``Cursor.putmulti``; the first of equal keys wins when not ``overwrite``. When
+        every key is beyond the database's last one (a new job's records, written chunk
+        after chunk) the items are appended: pages filled (inserts in order would leave them
+        half full) and no search per key. What is stored is what plain puts in key order
+        store."""
+        if not items:
+            return
+        items = sorted(items, key=_FIRST)
+        cursor = self._txn.cursor(db=self._dbs[db])
+        try:
+            if not cursor.last() or cursor.key() < items[0][0]:
+                _, added = cursor.putmulti(items, overwrite=overwrite, append=True)
+                if added == len(items):
+                    return
+                # equal keys among the items: not appended; the plain puts settle them
+            cursor.putmulti(items, overwrite=overwrite)
+        finally:
+            cursor.close()
+
+    def delete(self, db: str, key: str | bytes) -> bool:
         """Remove ``key`` from ``db``; True if it was there."""
-        return self._txn.delete(key.encode(), db=self._dbs[db])
+        return self._txn.delete(_key(key), db=self._dbs[db])
 
     def items(self, db: str, prefix: str = "") -> Iterator[tuple[str, Any]]:
         """``(key, value)`` of ``db`` in key order, keys starting with ``prefix``; a key or
@@ -159,6 +194,28 @@ class Txn:
     def count(self, db: str) -> int:
         """Number of entries in ``db``."""
         return self._txn.stat(self._dbs[db])["entries"]
+
+
+def _key(key: str | bytes) -> bytes:
+    """A key as LMDB takes it: text UTF-8 encoded, bytes as they are."""
+    return key.encode() if isinstance(key, str) else key
+
+
+_FIRST = operator.itemgetter(0)  # the key of a (key, value) item
+
+
+class WriteTxn(Txn):
+    """A write transaction the caller ends (:meth:`Index.begin_write`): :meth:`commit` or
+    :meth:`abort`, once; nothing is retried (a put that fills the map raises
+    ``lmdb.MapFullError``: abort, then write again after :meth:`Index.reserve`)."""
+
+    def commit(self) -> None:
+        """Commit what was written (``lmdb.Error`` when it cannot be)."""
+        self._txn.commit()
+
+    def abort(self) -> None:
+        """Drop what was written: the index stays as it was before the transaction."""
+        self._txn.abort()
 
 
 class Index:
@@ -281,6 +338,31 @@ class Index:
                     return body(Txn(txn, self.dbs))
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)
+
+    def begin_write(self) -> WriteTxn:
+        """A write transaction left open while the caller does other work (an import writes
+        a new job's chunks as it parses them), which the caller commits or aborts
+        (:class:`WriteTxn`); waits for the writer lock. Unlike :meth:`write`, nothing is
+        retried: grow the map first (:meth:`reserve`)."""
+        while True:
+            try:
+                return WriteTxn(self.env.begin(write=True), self.dbs)
+            except lmdb.MapResizedError:
+                self.env.set_mapsize(0)
+
+    def reserve(self, nbytes: int) -> None:
+        """Grow the map ahead of a write of about ``nbytes`` bytes, so that it is not retried
+        from the start after each doubling (:meth:`write` doubles on ``MapFullError``): the
+        map size is doubled until it holds ``2 * nbytes`` more bytes than the pages in
+        use."""
+        info, stat = self.env.info(), self.env.stat()
+        used = (info["last_pgno"] + 1) * stat["psize"]
+        want = used + 2 * nbytes
+        if want > info["map_size"]:
+            size = info["map_size"]
+            while size < want:
+                size *= 2
+            self.env.set_mapsize(size)
 
     @property
     def map_size(self) -> int:

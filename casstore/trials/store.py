@@ -50,7 +50,7 @@ import msgspec
 
 from casstore.errors import CheckError, UnknownReferenceError, UsageError, is_text, printable
 from casstore.progress import Progress
-from casstore.store.index import Txn, decode
+from casstore.store.index import Index, Txn, WriteTxn, decode
 from casstore.table.columns import RewardTable
 from casstore.trials.evidence import (
     decompress,
@@ -227,10 +227,10 @@ class _Stream:
     order, records the merge rewrote) aborts the transaction: ``finish`` then returns None and
     the caller writes the parsed job the usual way."""
 
-    def __init__(self, index: Any, job_id: str) -> None:
+    def __init__(self, index: Index, job_id: str) -> None:
         self.index = index
         self.job_id = job_id
-        self.txn: Any = None
+        self.txn: WriteTxn | None = None
         self.failed = False
         self.names: list[str] = []  # records not yet in a pack, and their trial names
         self.records: list[bytes] = []
@@ -238,15 +238,8 @@ class _Stream:
         self.packs = 0  # packs written
 
     def start(self, trials: int) -> None:
-        env = self.index.env
-        _grow_map(env, _ROW_BYTES * trials)
-        while True:
-            try:
-                self.txn = env.begin(write=True)
-                break
-            except lmdb.MapResizedError:
-                env.set_mapsize(0)
-        txn = Txn(self.txn, self.index.dbs)
+        self.index.reserve(_ROW_BYTES * trials)
+        self.txn = txn = self.index.begin_write()
         if txn.get("jobs", self.job_id) is not None or _has_trials(txn, self.job_id):
             self.failed = True  # imported meanwhile: the usual path merges with it
 
@@ -261,9 +254,8 @@ class _Stream:
         self.names += names
         self.records += chunk.records
         try:
-            txn = Txn(self.txn, self.index.dbs)
-            _put_evidence(txn, [(chunk.ev_key, chunk.ev_pack)])
-            self._write_packs(txn, full_only=True)
+            _put_evidence(self.txn, [(chunk.ev_key, chunk.ev_pack)])
+            self._write_packs(self.txn, full_only=True)
         except lmdb.Error:
             self.failed = True
 
@@ -274,7 +266,7 @@ class _Stream:
             count -= count % TRIALS_PER_PACK
         if count:
             packs = _trial_packs(self.job_id, self.names[:count], self.records[:count], self.packs)
-            _put_encoded(txn, "trial_packs", packs)
+            txn.raw_put_many("trial_packs", packs)
             self.packs += len(packs)
             del self.names[:count], self.records[:count]
 
@@ -287,12 +279,12 @@ class _Stream:
         if self.failed or packed is None or packed.rewritten or parsed.job_id != self.job_id:
             self.abort()
             return None
+        txn = self.txn
         try:
-            txn = Txn(self.txn, self.index.dbs)
             self._write_packs(txn, full_only=False)
             _put_dictionary(txn, parsed)
             report = _store_packed(txn, parsed, None, rows=False)
-            self.txn.commit()
+            txn.commit()
         except lmdb.Error:
             self.abort()
             return None
@@ -306,20 +298,8 @@ class _Stream:
 
 
 # map bytes reserved per trial directory of a streamed job (a record, its keys and evidence
-# take about 1.5 KB; _grow_map doubles it): a bigger job ends in the usual write (map grown)
+# take about 1.5 KB; Index.reserve doubles it): a bigger job ends in the usual write (map grown)
 _ROW_BYTES = 4096
-
-
-def _grow_map(env: Any, need: int) -> None:
-    """Grow the LMDB map (doubling) to hold ``2 * need`` more bytes than it uses."""
-    info, stat = env.info(), env.stat()
-    used = (info["last_pgno"] + 1) * stat["psize"]
-    want = used + 2 * need
-    if want > info["map_size"]:
-        size = info["map_size"]
-        while size < want:
-            size *= 2
-        env.set_mapsize(size)
 
 
 def _check_name(where: str, job_id: str, name: str | None, previous: JobRecord | None) -> None:
@@ -341,7 +321,7 @@ def _reserve(store: Store, parsed: ImportedJob) -> None:
         need = evidence + per_row * len(parsed.packed.names)
     else:
         need = sum(len(b) for b in parsed.evidence.values()) + per_row * len(parsed.trials)
-    _grow_map(store.index.env, need)
+    store.index.reserve(need)
 
 
 def _store_job(
@@ -379,7 +359,7 @@ def _store_job(
     everything.sort(key=_TRIAL_NAME)
     names = [t.trial_name for t in everything]
     records = [encode_stored(t, record.path, key) for t in everything]
-    _put_encoded(txn, "trial_packs", _trial_packs(job_id, names, records))
+    txn.raw_put_many("trial_packs", _trial_packs(job_id, names, records))
     txn.put("reward_tables", job_id, table.to_bytes())
     codes: Counter[str] = Counter(t.failure for t in everything if t.failure)
     for code in ("result_unreadable", "job_result_missing_partial", "trial_count_mismatch"):
@@ -453,7 +433,7 @@ def _trial_dir(record: TrialRecord) -> str:
 def _put_job(txn: Txn, record: JobRecord) -> None:
     """The job record at its id, encoded straight from the struct (a third of the time of
     its builtins through ``Txn.put`` for 100,000 trial names; read back alike)."""
-    txn._txn.put(record.job_id.encode(), _ENCODER.encode(record), db=txn._dbs["jobs"])
+    txn.raw_put("jobs", record.job_id, _ENCODER.encode(record))
 
 
 def _put_dictionary(txn: Txn, parsed: ImportedJob) -> None:
@@ -503,7 +483,7 @@ def _delete_trials(txn: Txn, job_id: str) -> None:
         ("trials", older_trials(txn, job_id)),
     ):
         for key in [key for key, _ in found]:
-            txn._txn.delete(key, db=txn._dbs[db])
+            txn.delete(db, key)
 
 
 def _pack_key(job_id: str, number: int) -> bytes:
@@ -530,11 +510,10 @@ def _trial_packs(
 def _put_evidence(txn: Txn, items: list[tuple[bytes, bytes]]) -> None:
     """Store evidence values at their content digests. A value stored at the same digest is
     kept unless its bytes differ (damaged: the digest fixes the bytes), then replaced."""
-    db = txn._dbs["evidence"]
     for key, value in items:
-        kept = not txn._txn.put(key, value, db=db, overwrite=False)
-        if kept and txn._txn.get(key, db=db) != value:
-            txn._txn.put(key, value, db=db)
+        kept = not txn.raw_put("evidence", key, value, overwrite=False)
+        if kept and txn.raw_get("evidence", key) != value:
+            txn.raw_put("evidence", key, value)
 
 
 def _increasing(names: list[str]) -> bool:
@@ -553,7 +532,7 @@ def _store_packed(
     job_id, record = parsed.job_id, parsed.record
     if rows:
         _put_evidence(txn, packed.evidence)
-        _put_encoded(txn, "trial_packs", _trial_packs(job_id, packed.names, packed.records))
+        txn.raw_put_many("trial_packs", _trial_packs(job_id, packed.names, packed.records))
     txn.put("reward_tables", job_id, packed.table.to_bytes())
     codes: Counter[str] = Counter(packed.failures)
     for code in ("result_unreadable", "job_result_missing_partial", "trial_count_mismatch"):
@@ -597,30 +576,7 @@ def _keep_previous(record: JobRecord, previous: JobRecord, new_trials: bool) -> 
         record.dictionary = previous.dictionary
 
 
-def _put_encoded(
-    txn: Txn, db: str, items: list[tuple[bytes, bytes]], overwrite: bool = True
-) -> None:
-    """Already-encoded ``(key, value)`` items in one ``Cursor.putmulti`` in key order (the
-    first of equal keys wins when not ``overwrite``). Keys all beyond the database's last
-    one (a new job's records, written chunk after chunk) are appended: pages filled (inserts
-    in order would leave them half full) and no search per key."""
-    if not items:
-        return
-    items = sorted(items, key=_KEY)
-    cursor = txn._txn.cursor(db=txn._dbs[db])
-    try:
-        if not cursor.last() or cursor.key() < items[0][0]:
-            _, added = cursor.putmulti(items, overwrite=overwrite, append=True)
-            if added == len(items):
-                return
-            # equal keys among the items: not appended; the plain puts settle them
-        cursor.putmulti(items, overwrite=overwrite)
-    finally:
-        cursor.close()
-
-
 _ENCODER = msgspec.msgpack.Encoder()
-_KEY = operator.itemgetter(0)  # of a (key, value) item
 
 
 def import_records(
