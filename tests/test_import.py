@@ -972,6 +972,26 @@ def test_older_schema_is_marked_by_the_first_committed_write(tmp_path: Path) -> 
     assert str(refused.value) == "index: schema version 4, expected 3"
 
 
+def test_streamed_import_marks_an_older_schema(tmp_path: Path) -> None:
+    """A new job written while it is parsed (its own write transaction, not
+    ``Index.write``) marks an index of an older schema 3 when it commits, as any first write
+    does: older code would open the index and miss the job's packs."""
+    store_dir = tmp_path / "store"
+    first = _job(tmp_path / "a")
+    trials = {"t0__x": trial_json(trial_result("t0", "t0__x", {"reward": 1}))}
+    second = make_job(tmp_path / "b" / "job", trials, job_id="another-job")
+    with Store(store_dir) as store:
+        Jobs(store).import_jobs([first])
+    _as_schema(store_dir, 2)
+    with Store(store_dir) as store:
+        (report,) = Jobs(store).import_jobs([second])
+        assert report.imported == 1
+    assert _schema_marker(store_dir) == 3
+    with Store(store_dir) as store:
+        assert [r.trial_name for r in Jobs(store).trial_records("another-job")] == ["t0__x"]
+        assert fsck(store).ok
+
+
 def msgspec_replace(record, **changes):
     import msgspec
 

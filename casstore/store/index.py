@@ -8,9 +8,9 @@ imported Harbor jobs (:mod:`casstore.trials.store`): ``jobs``, ``trial_packs``, 
 nothing to ``data.mdb`` when every database exists; a missing one (a new index, or an older
 one) is created then: older code ignores it. A new index is marked :data:`SCHEMA_VERSION` when
 it is created. An index of an older schema this code reads (:data:`UPGRADED_SCHEMAS`) keeps
-its marker until the first write transaction (:meth:`Index.write`) marks it
-:data:`SCHEMA_VERSION`, so reading commands leave it usable by the older code; a newer or
-unknown schema is refused at open.
+its marker until the first write transaction (:meth:`Index.write`, :meth:`Index.begin_write`)
+marks it :data:`SCHEMA_VERSION`, so reading commands leave it usable by the older code; a
+newer or unknown schema is refused at open.
 
 One writer at a time across processes (LMDB's lock), any number of readers. Every
 read-modify-write runs inside ONE write transaction (:meth:`Index.write`); the map doubles on
@@ -207,11 +207,23 @@ _FIRST = operator.itemgetter(0)  # the key of a (key, value) item
 class WriteTxn(Txn):
     """A write transaction the caller ends (:meth:`Index.begin_write`): :meth:`commit` or
     :meth:`abort`, once; nothing is retried (a put that fills the map raises
-    ``lmdb.MapFullError``: abort, then write again after :meth:`Index.reserve`)."""
+    ``lmdb.MapFullError``: abort, then write again after :meth:`Index.reserve`).
+    ``committed`` is called after a commit."""
+
+    def __init__(
+        self,
+        txn: lmdb.Transaction,
+        dbs: dict[str, Any],
+        committed: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__(txn, dbs)
+        self._committed = committed
 
     def commit(self) -> None:
         """Commit what was written (``lmdb.Error`` when it cannot be)."""
         self._txn.commit()
+        if self._committed is not None:
+            self._committed()
 
     def abort(self) -> None:
         """Drop what was written: the index stays as it was before the transaction."""
@@ -343,12 +355,27 @@ class Index:
         """A write transaction left open while the caller does other work (an import writes
         a new job's chunks as it parses them), which the caller commits or aborts
         (:class:`WriteTxn`); waits for the writer lock. Unlike :meth:`write`, nothing is
-        retried: grow the map first (:meth:`reserve`)."""
+        retried: grow the map first (:meth:`reserve`). Like :meth:`write`, the first one of an
+        index of an older schema marks it :data:`SCHEMA_VERSION` (when it commits)."""
         while True:
             try:
-                return WriteTxn(self.env.begin(write=True), self.dbs)
+                begun = self.env.begin(write=True)
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)
+                continue
+            if not self._older:
+                return WriteTxn(begun, self.dbs)
+            txn = WriteTxn(begun, self.dbs, self._marked)
+            try:
+                self._check_schema(txn)
+            except BaseException:
+                txn.abort()
+                raise
+            return txn
+
+    def _marked(self) -> None:
+        """An index of an older schema was marked :data:`SCHEMA_VERSION` (a commit)."""
+        self._older = False
 
     def reserve(self, nbytes: int) -> None:
         """Grow the map ahead of a write of about ``nbytes`` bytes, so that it is not retried
