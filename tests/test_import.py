@@ -24,7 +24,7 @@ from casstore.trials import (
     write_trials_jsonl,
 )
 from casstore.trials.records import REWARD_KEY_METADATA
-from casstore.trials.store import TRIAL_DATABASES
+from casstore.trials.stored import TRIAL_DATABASES
 from tests.helpers import store_cli
 from tests.trials_builder import make_job, trial_json, trial_result, write_trial
 
@@ -419,8 +419,9 @@ def test_packed_import_stores_what_records_would(
     table are those of :func:`assign_attempts` and :func:`table_from_records`: attempts
     assigned in the workers (each task within one chunk) or in the main process (a duplicate
     trial name, tasks across chunks), unreadable files, invalid and secondary rewards."""
+    import casstore.trials.importing as importing
     import casstore.trials.jobs as jobs
-    import casstore.trials.store as trial_store
+    import casstore.trials.packs as stored_packs
     from casstore.trials.jobs import assign_attempts
 
     def dir_name(i: int) -> str:
@@ -447,10 +448,10 @@ def test_packed_import_stores_what_records_would(
     trials["missing"] = None
     job_dir = make_job(tmp_path / "job", trials, expected=40)
     monkeypatch.setattr(jobs, "CHUNK", 6)
-    monkeypatch.setattr(trial_store, "TRIALS_PER_PACK", 7)
+    monkeypatch.setattr(stored_packs, "TRIALS_PER_PACK", 7)
 
     def import_job(store_dir: Path, packed: bool) -> list[dict]:
-        original = trial_store.read_job
+        original = importing.read_job
 
         def read(*args, **kwargs):
             parsed = original(*args, workers=2, **kwargs)
@@ -459,10 +460,10 @@ def test_packed_import_stores_what_records_would(
                 parsed.evidence = parsed.evidence
             return parsed
 
-        monkeypatch.setattr(trial_store, "read_job", read)
+        monkeypatch.setattr(importing, "read_job", read)
         with Store(store_dir) as store:
             reports = [r.to_json() for r in Jobs(store).import_jobs([job_dir])]
-        monkeypatch.setattr(trial_store, "read_job", original)
+        monkeypatch.setattr(importing, "read_job", original)
         return reports
 
     parsed = read_job(job_dir, workers=2)
@@ -533,15 +534,16 @@ def test_streamed_import_survives_a_full_map(
     holds exactly what an import without streaming stores."""
     import lmdb
 
+    import casstore.trials.importing as importing
     import casstore.trials.jobs as jobs
-    import casstore.trials.store as trial_store
+    import casstore.trials.packs as stored_packs
 
     job_dir = _stream_job(tmp_path)
     monkeypatch.setattr(jobs, "CHUNK", 4)
-    monkeypatch.setattr(trial_store, "TRIALS_PER_PACK", 3)  # packs written while parsing
-    original = trial_store.read_job
+    monkeypatch.setattr(stored_packs, "TRIALS_PER_PACK", 3)  # packs written while parsing
+    original = importing.read_job
     monkeypatch.setattr(
-        trial_store, "read_job", lambda *a, **k: original(*a, **{**k, "workers": workers})
+        importing, "read_job", lambda *a, **k: original(*a, **{**k, "workers": workers})
     )
     full = {"puts": 0}
     put = Txn.raw_put_many
@@ -558,11 +560,11 @@ def test_streamed_import_survives_a_full_map(
     assert report.imported == 30 and full["puts"] == 3  # then the usual write
     monkeypatch.setattr(Txn, "raw_put_many", put)
 
-    class Unstreamed(trial_store._Stream):
+    class Unstreamed(importing.JobStream):
         def add(self, chunk) -> None:  # nothing written while parsing
             self.failed = True
 
-    monkeypatch.setattr(trial_store, "_Stream", Unstreamed)
+    monkeypatch.setattr(importing, "JobStream", Unstreamed)
     with Store(tmp_path / "b") as store:
         (plain,) = Jobs(store).import_jobs([job_dir])
     assert report.to_json() == plain.to_json()
@@ -575,19 +577,19 @@ def test_new_job_is_written_while_parsed(
 ) -> None:
     """A new job's chunks reach the store as they are parsed, in order, and its transaction
     commits without the write that follows a parse (which would write everything again)."""
+    import casstore.trials.importing as importing
     import casstore.trials.jobs as jobs
-    import casstore.trials.store as trial_store
 
     job_dir = _stream_job(tmp_path)
     monkeypatch.setattr(jobs, "CHUNK", 4)
-    original = trial_store.read_job
+    original = importing.read_job
     monkeypatch.setattr(
-        trial_store, "read_job", lambda *a, **k: original(*a, **{**k, "workers": workers})
+        importing, "read_job", lambda *a, **k: original(*a, **{**k, "workers": workers})
     )
     added: list[list[str]] = []
-    add = trial_store._Stream.add
+    add = importing.JobStream.add
     monkeypatch.setattr(
-        trial_store._Stream,
+        importing.JobStream,
         "add",
         lambda self, chunk: (added.append(chunk.names), add(self, chunk)),
     )
@@ -595,7 +597,7 @@ def test_new_job_is_written_while_parsed(
     def no_second_write(*args, **kwargs):
         raise AssertionError("the job was written after the parse")
 
-    monkeypatch.setattr(trial_store, "_store_job", no_second_write)
+    monkeypatch.setattr(importing, "store_job", no_second_write)
     with Store(tmp_path / "s") as store:
         (report,) = Jobs(store).import_jobs([job_dir])
     assert report.imported == 30 and len(added) > 2
@@ -609,10 +611,10 @@ def test_streamed_import_of_a_job_imported_meanwhile(
 ) -> None:
     """A job another import stored after this one found it new is merged with, not
     streamed over: this import reports no new trial and the store holds the job once."""
-    import casstore.trials.store as trial_store
+    import casstore.trials.importing as importing
 
     job_dir = _stream_job(tmp_path)
-    original = trial_store.read_job
+    original = importing.read_job
     nested: list = []
 
     def read(*args, **kwargs):
@@ -621,7 +623,7 @@ def test_streamed_import_of_a_job_imported_meanwhile(
             nested[0] = Jobs(store).import_jobs([job_dir])
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(trial_store, "read_job", read)
+    monkeypatch.setattr(importing, "read_job", read)
     with Store(tmp_path / "s") as store:
         (again,) = Jobs(store).import_jobs([job_dir])
     (first,) = nested[0]

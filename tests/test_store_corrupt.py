@@ -212,10 +212,10 @@ def test_corrupt_evidence_pack(imported, capsys, damage: str) -> None:
         hurt = records
     else:  # the first trial's reference names frame 99 of its 20-frame pack
         from casstore.trials.records import encode_stored, encode_trial_pack
-        from casstore.trials.store import job_record
+        from casstore.trials.stored import job_record
 
         with Store(store_dir, create=False) as store:
-            record = job_record(store, job)
+            record = job_record(store.index, job)
             records[0].evidence = f"{key}#99"
             pack = encode_trial_pack(
                 [encode_stored(r, record.path, record.reward_key) for r in records]

@@ -3,7 +3,7 @@
 Databases (keys UTF-8, values msgpack): ``meta`` (``schema`` → version), ``tasks``
 (``workspace/name`` → task record), ``revisions`` (revision digest → revision record),
 ``tasksets`` (``workspace/name`` → taskset record), ``taskset_revisions`` (digest → record);
-imported Harbor jobs (:mod:`casstore.trials.store`): ``jobs``, ``trial_packs``, ``trials``
+imported Harbor jobs (:mod:`casstore.trials.stored`): ``jobs``, ``trial_packs``, ``trials``
 (older schemas), ``reward_tables``, ``evidence``, ``zstd_dicts``. Opening an index writes
 nothing to ``data.mdb`` when every database exists; a missing one (a new index, or an older
 one) is created then: older code ignores it. A new index is marked :data:`SCHEMA_VERSION` when
@@ -58,7 +58,7 @@ transaction (never on open): schema 3 keeps a
 job's trial records in packs (``trial_packs``) and its evidence in packs referenced
 ``<key>#<index>``; schema 2 one record per trial (``trials``) as an array
 (:func:`casstore.trials.records.encode_stored`) and one evidence entry per file; schema 1 the
-records as maps. All of them still decode (:mod:`casstore.trials.store`). Code that knows
+records as maps. All of them still decode (:mod:`casstore.trials.stored`). Code that knows
 only an older schema refuses a newer store (it would miss the packs)."""
 DATABASES = (
     "meta",
