@@ -150,12 +150,10 @@ class Txn:
     def raw_put_many(
         self, db: str, items: list[tuple[bytes, bytes]], overwrite: bool = True
     ) -> None:
-        """Store already-encoded ``(key, value)`` items in ``db``, in key order (sorted here):
-        one ``Cursor.putmulti``; the first of equal keys wins when not ``overwrite``. When
-        every key is beyond the database's last one (a new job's records, written chunk
-        after chunk) the items are appended: pages filled (inserts in order would leave them
-        half full) and no search per key. What is stored is what plain puts in key order
-        store."""
+        """Store already-encoded ``(key, value)`` items in ``db`` as plain puts in key order
+        would (the first of equal keys wins when not ``overwrite``): one ``putmulti``, which
+        appends when every key is beyond the database's last one (a new job's records): pages
+        filled (inserts in order would leave them half full), no search per key."""
         if not items:
             return
         items = sorted(items, key=_FIRST)
@@ -206,18 +204,10 @@ _FIRST = operator.itemgetter(0)  # the key of a (key, value) item
 
 class WriteTxn(Txn):
     """A write transaction the caller ends (:meth:`Index.begin_write`): :meth:`commit` or
-    :meth:`abort`, once; nothing is retried (a put that fills the map raises
-    ``lmdb.MapFullError``: abort, then write again after :meth:`Index.reserve`).
-    ``committed`` is called after a commit."""
+    :meth:`abort`; nothing is retried (a put that fills the map raises
+    ``lmdb.MapFullError``: abort, then write again after :meth:`Index.reserve`)."""
 
-    def __init__(
-        self,
-        txn: lmdb.Transaction,
-        dbs: dict[str, Any],
-        committed: Callable[[], None] | None = None,
-    ) -> None:
-        super().__init__(txn, dbs)
-        self._committed = committed
+    _committed: Callable[[], None] | None = None  # called after a commit
 
     def commit(self) -> None:
         """Commit what was written (``lmdb.Error`` when it cannot be)."""
@@ -323,21 +313,20 @@ class Index:
         ``body`` must be repeatable (it may run again after ``MapFullError``).
         """
         while True:
-            marking = self._older and not lock_only
             try:
-                with self.env.begin(write=True) as txn:
-                    wrapped = Txn(txn, self.dbs)
-                    if marking:
-                        self._check_schema(wrapped)
-                    result = body(wrapped)
+                txn = self._begin(mark=not lock_only)
+                try:
+                    result = body(txn)
+                    txn.commit()
+                except BaseException:
+                    txn.abort()
+                    raise
             except lmdb.MapFullError:
                 self.env.set_mapsize(self.env.info()["map_size"] * 2)
                 continue
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)
                 continue
-            if marking:
-                self._older = False
             return result
 
     def read(self, body: Callable[[Txn], T], buffers: bool = False) -> T:
@@ -354,34 +343,36 @@ class Index:
     def begin_write(self) -> WriteTxn:
         """A write transaction left open while the caller does other work (an import writes
         a new job's chunks as it parses them), which the caller commits or aborts
-        (:class:`WriteTxn`); waits for the writer lock. Unlike :meth:`write`, nothing is
-        retried: grow the map first (:meth:`reserve`). Like :meth:`write`, the first one of an
-        index of an older schema marks it :data:`SCHEMA_VERSION` (when it commits)."""
+        (:class:`WriteTxn`); waits for the writer lock. It marks an index of an older schema
+        as :meth:`write` does, but nothing is retried: grow the map first (:meth:`reserve`)."""
+        return self._begin(mark=True)
+
+    def _begin(self, mark: bool) -> WriteTxn:
+        """Begin a write transaction (adopting a map grown by another process); with
+        ``mark``, an index of an older schema is marked in it (:meth:`_check_schema`)."""
         while True:
             try:
                 begun = self.env.begin(write=True)
+                break
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)
-                continue
-            if not self._older:
-                return WriteTxn(begun, self.dbs)
-            txn = WriteTxn(begun, self.dbs, self._marked)
+        txn = WriteTxn(begun, self.dbs)
+        if mark and self._older:
+            txn._committed = self._marked
             try:
                 self._check_schema(txn)
             except BaseException:
                 txn.abort()
                 raise
-            return txn
+        return txn
 
     def _marked(self) -> None:
         """An index of an older schema was marked :data:`SCHEMA_VERSION` (a commit)."""
         self._older = False
 
     def reserve(self, nbytes: int) -> None:
-        """Grow the map ahead of a write of about ``nbytes`` bytes, so that it is not retried
-        from the start after each doubling (:meth:`write` doubles on ``MapFullError``): the
-        map size is doubled until it holds ``2 * nbytes`` more bytes than the pages in
-        use."""
+        """Grow the map (doubling) to hold ``2 * nbytes`` more bytes than the pages in use,
+        ahead of a write of about ``nbytes``: not retried after each doubling."""
         info, stat = self.env.info(), self.env.stat()
         used = (info["last_pgno"] + 1) * stat["psize"]
         want = used + 2 * nbytes
