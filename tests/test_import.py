@@ -14,6 +14,7 @@ import pytest
 from casstore.api import fsck
 from casstore.errors import CheckError, RewardKeyError
 from casstore.store import Store
+from casstore.store.index import Txn
 from casstore.table.columns import Flag, Kind
 from casstore.trials import (
     Jobs,
@@ -23,7 +24,7 @@ from casstore.trials import (
     write_trials_jsonl,
 )
 from casstore.trials.records import REWARD_KEY_METADATA
-from casstore.trials.store import TRIAL_DATABASES
+from casstore.trials.stored import TRIAL_DATABASES
 from tests.helpers import store_cli
 from tests.trials_builder import make_job, trial_json, trial_result, write_trial
 
@@ -418,8 +419,9 @@ def test_packed_import_stores_what_records_would(
     table are those of :func:`assign_attempts` and :func:`table_from_records`: attempts
     assigned in the workers (each task within one chunk) or in the main process (a duplicate
     trial name, tasks across chunks), unreadable files, invalid and secondary rewards."""
+    import casstore.trials.importing as importing
     import casstore.trials.jobs as jobs
-    import casstore.trials.store as trial_store
+    import casstore.trials.packs as stored_packs
     from casstore.trials.jobs import assign_attempts
 
     def dir_name(i: int) -> str:
@@ -446,10 +448,10 @@ def test_packed_import_stores_what_records_would(
     trials["missing"] = None
     job_dir = make_job(tmp_path / "job", trials, expected=40)
     monkeypatch.setattr(jobs, "CHUNK", 6)
-    monkeypatch.setattr(trial_store, "PACK", 7)
+    monkeypatch.setattr(stored_packs, "TRIALS_PER_PACK", 7)
 
     def import_job(store_dir: Path, packed: bool) -> list[dict]:
-        original = trial_store.read_job
+        original = importing.read_job
 
         def read(*args, **kwargs):
             parsed = original(*args, workers=2, **kwargs)
@@ -458,10 +460,10 @@ def test_packed_import_stores_what_records_would(
                 parsed.evidence = parsed.evidence
             return parsed
 
-        monkeypatch.setattr(trial_store, "read_job", read)
+        monkeypatch.setattr(importing, "read_job", read)
         with Store(store_dir) as store:
             reports = [r.to_json() for r in Jobs(store).import_jobs([job_dir])]
-        monkeypatch.setattr(trial_store, "read_job", original)
+        monkeypatch.setattr(importing, "read_job", original)
         return reports
 
     parsed = read_job(job_dir, workers=2)
@@ -474,7 +476,7 @@ def test_packed_import_stores_what_records_would(
     assert import_job(tmp_path / "a", True) == import_job(tmp_path / "b", False)
     packed, decoded = _index_items(tmp_path / "a"), _index_items(tmp_path / "b")
     assert len(_pack_records(packed["trial_packs"])) == 40 and not packed["trials"]
-    assert len(packed["trial_packs"]) == 6  # 7 per pack (PACK), by trial name
+    assert len(packed["trial_packs"]) == 6  # 7 per pack (TRIALS_PER_PACK), by trial name
     names = [record[0] for record in _pack_records(packed["trial_packs"])]
     assert names == sorted(names)
     assert packed == decoded
@@ -488,8 +490,7 @@ def test_bulk_puts_append_as_plain_puts_store(
 ) -> None:
     """Bulk puts append when every key is beyond the database's last one; equal keys among
     the items and keys not beyond the last one end as plain puts leave them."""
-    from casstore.store.index import Index, Txn
-    from casstore.trials.store import _put_encoded
+    from casstore.store.index import Index
 
     items = [(b"k", b"1"), (b"c", b"2"), (b"x", b"4"), (b"n", b"6")]
     if equal_keys:
@@ -511,7 +512,7 @@ def test_bulk_puts_append_as_plain_puts_store(
         cursor = txn._txn.cursor(db=txn._dbs["evidence"])
         cursor.putmulti(sorted(items, key=lambda item: item[0]), overwrite=overwrite)
 
-    assert stored(lambda txn: _put_encoded(txn, "evidence", items, overwrite)) == stored(plain)
+    assert stored(lambda txn: txn.raw_put_many("evidence", items, overwrite)) == stored(plain)
 
 
 def _stream_job(tmp_path: Path, n: int = 30) -> Path:
@@ -533,18 +534,19 @@ def test_streamed_import_survives_a_full_map(
     holds exactly what an import without streaming stores."""
     import lmdb
 
+    import casstore.trials.importing as importing
     import casstore.trials.jobs as jobs
-    import casstore.trials.store as trial_store
+    import casstore.trials.packs as stored_packs
 
     job_dir = _stream_job(tmp_path)
     monkeypatch.setattr(jobs, "CHUNK", 4)
-    monkeypatch.setattr(trial_store, "PACK", 3)  # packs written while parsing
-    original = trial_store.read_job
+    monkeypatch.setattr(stored_packs, "TRIALS_PER_PACK", 3)  # packs written while parsing
+    original = importing.read_job
     monkeypatch.setattr(
-        trial_store, "read_job", lambda *a, **k: original(*a, **{**k, "workers": workers})
+        importing, "read_job", lambda *a, **k: original(*a, **{**k, "workers": workers})
     )
     full = {"puts": 0}
-    put = trial_store._put_encoded
+    put = Txn.raw_put_many
 
     def failing_put(txn, db, items, overwrite=True):  # the map fills up at the second chunk
         full["puts"] += 1
@@ -552,17 +554,17 @@ def test_streamed_import_survives_a_full_map(
             raise lmdb.MapFullError("full")
         put(txn, db, items, overwrite)
 
-    monkeypatch.setattr(trial_store, "_put_encoded", failing_put)
+    monkeypatch.setattr(Txn, "raw_put_many", failing_put)
     with Store(tmp_path / "a") as store:
         (report,) = Jobs(store).import_jobs([job_dir])
     assert report.imported == 30 and full["puts"] == 3  # then the usual write
-    monkeypatch.setattr(trial_store, "_put_encoded", put)
+    monkeypatch.setattr(Txn, "raw_put_many", put)
 
-    class Unstreamed(trial_store._Stream):
+    class Unstreamed(importing.JobStream):
         def add(self, chunk) -> None:  # nothing written while parsing
             self.failed = True
 
-    monkeypatch.setattr(trial_store, "_Stream", Unstreamed)
+    monkeypatch.setattr(importing, "JobStream", Unstreamed)
     with Store(tmp_path / "b") as store:
         (plain,) = Jobs(store).import_jobs([job_dir])
     assert report.to_json() == plain.to_json()
@@ -575,19 +577,19 @@ def test_new_job_is_written_while_parsed(
 ) -> None:
     """A new job's chunks reach the store as they are parsed, in order, and its transaction
     commits without the write that follows a parse (which would write everything again)."""
+    import casstore.trials.importing as importing
     import casstore.trials.jobs as jobs
-    import casstore.trials.store as trial_store
 
     job_dir = _stream_job(tmp_path)
     monkeypatch.setattr(jobs, "CHUNK", 4)
-    original = trial_store.read_job
+    original = importing.read_job
     monkeypatch.setattr(
-        trial_store, "read_job", lambda *a, **k: original(*a, **{**k, "workers": workers})
+        importing, "read_job", lambda *a, **k: original(*a, **{**k, "workers": workers})
     )
     added: list[list[str]] = []
-    add = trial_store._Stream.add
+    add = importing.JobStream.add
     monkeypatch.setattr(
-        trial_store._Stream,
+        importing.JobStream,
         "add",
         lambda self, chunk: (added.append(chunk.names), add(self, chunk)),
     )
@@ -595,7 +597,7 @@ def test_new_job_is_written_while_parsed(
     def no_second_write(*args, **kwargs):
         raise AssertionError("the job was written after the parse")
 
-    monkeypatch.setattr(trial_store, "_store_job", no_second_write)
+    monkeypatch.setattr(importing, "store_job", no_second_write)
     with Store(tmp_path / "s") as store:
         (report,) = Jobs(store).import_jobs([job_dir])
     assert report.imported == 30 and len(added) > 2
@@ -609,10 +611,10 @@ def test_streamed_import_of_a_job_imported_meanwhile(
 ) -> None:
     """A job another import stored after this one found it new is merged with, not
     streamed over: this import reports no new trial and the store holds the job once."""
-    import casstore.trials.store as trial_store
+    import casstore.trials.importing as importing
 
     job_dir = _stream_job(tmp_path)
-    original = trial_store.read_job
+    original = importing.read_job
     nested: list = []
 
     def read(*args, **kwargs):
@@ -621,7 +623,7 @@ def test_streamed_import_of_a_job_imported_meanwhile(
             nested[0] = Jobs(store).import_jobs([job_dir])
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(trial_store, "read_job", read)
+    monkeypatch.setattr(importing, "read_job", read)
     with Store(tmp_path / "s") as store:
         (again,) = Jobs(store).import_jobs([job_dir])
     (first,) = nested[0]
@@ -799,7 +801,7 @@ def _as_schema(store_dir: Path, version: int) -> None:
     import lmdb
     import msgspec
 
-    from casstore.store.index import pack, unpack
+    from casstore.store.index import decode_value, encode_value
     from casstore.trials.evidence import (
         decompress,
         encode_entry,
@@ -814,7 +816,7 @@ def _as_schema(store_dir: Path, version: int) -> None:
         with env.begin(write=True) as txn:
             db = {name: env.open_db(name.encode(), txn=txn) for name in TRIAL_DATABASES}
             jobs = {
-                key.decode(): from_builtins(unpack(value), JobRecord)
+                key.decode(): from_builtins(decode_value(value), JobRecord)
                 for key, value in txn.cursor(db=db["jobs"])
             }
             packs = list(txn.cursor(db=db["trial_packs"]))
@@ -828,7 +830,7 @@ def _as_schema(store_dir: Path, version: int) -> None:
                     record.evidence = entry_key(entry)
                     if version == 1:
                         stored = txn.get(name.encode(), db=db["zstd_dicts"]) if name else None
-                        raw = decompress(frame, unpack(stored) if stored else None)
+                        raw = decompress(frame, decode_value(stored) if stored else None)
                         record.evidence = "sha256:" + hashlib.sha256(raw).hexdigest()
                     txn.put(record.evidence.encode(), entry, db=db["evidence"])
                     stored = (
@@ -840,7 +842,7 @@ def _as_schema(store_dir: Path, version: int) -> None:
                 txn.delete(key, db=db["trial_packs"])
             for key in evidence:
                 txn.delete(key, db=db["evidence"])
-            txn.put(b"schema", pack(version), db=env.open_db(b"meta", txn=txn))
+            txn.put(b"schema", encode_value(version), db=env.open_db(b"meta", txn=txn))
     finally:
         env.close()
 
@@ -891,12 +893,12 @@ def _schema_marker(store_dir: Path) -> int:
     """``meta/schema`` as stored, read with raw lmdb (a read-only environment)."""
     import lmdb
 
-    from casstore.store.index import unpack
+    from casstore.store.index import decode_value
 
     env = lmdb.open(str(store_dir / "index"), max_dbs=32, readonly=True, lock=False)
     try:
         with env.begin() as txn:
-            return unpack(txn.get(b"schema", db=env.open_db(b"meta", txn=txn, create=False)))
+            return decode_value(txn.get(b"schema", db=env.open_db(b"meta", txn=txn, create=False)))
     finally:
         env.close()
 
@@ -972,6 +974,26 @@ def test_older_schema_is_marked_by_the_first_committed_write(tmp_path: Path) -> 
     assert str(refused.value) == "index: schema version 4, expected 3"
 
 
+def test_streamed_import_marks_an_older_schema(tmp_path: Path) -> None:
+    """A new job written while it is parsed (its own write transaction, not
+    ``Index.write``) marks an index of an older schema 3 when it commits, as any first write
+    does: older code would open the index and miss the job's packs."""
+    store_dir = tmp_path / "store"
+    first = _job(tmp_path / "a")
+    trials = {"t0__x": trial_json(trial_result("t0", "t0__x", {"reward": 1}))}
+    second = make_job(tmp_path / "b" / "job", trials, job_id="another-job")
+    with Store(store_dir) as store:
+        Jobs(store).import_jobs([first])
+    _as_schema(store_dir, 2)
+    with Store(store_dir) as store:
+        (report,) = Jobs(store).import_jobs([second])
+        assert report.imported == 1
+    assert _schema_marker(store_dir) == 3
+    with Store(store_dir) as store:
+        assert [r.trial_name for r in Jobs(store).trial_records("another-job")] == ["t0__x"]
+        assert fsck(store).ok
+
+
 def msgspec_replace(record, **changes):
     import msgspec
 
@@ -1042,14 +1064,13 @@ def test_failed_import_leaves_the_store_as_before(
 ) -> None:
     """An import (new job, streamed; then a re-import adding trials) that fails after writing
     some of its records leaves every database byte for byte as it was."""
-    import casstore.trials.store as trial_store
 
     job_dir = _stream_job(tmp_path)
     other = _job(tmp_path / "other")
     with Store(tmp_path / "store") as store:
         Jobs(store).import_jobs([other])
     before = _index_items(tmp_path / "store")
-    put = trial_store._put_encoded
+    put = Txn.raw_put_many
     calls = {"n": 0}
 
     def failing_put(txn, db, items, overwrite=True):
@@ -1058,7 +1079,7 @@ def test_failed_import_leaves_the_store_as_before(
         if db == "trial_packs":  # after the evidence and the trial records
             raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(trial_store, "_put_encoded", failing_put)
+    monkeypatch.setattr(Txn, "raw_put_many", failing_put)
     with Store(tmp_path / "store") as store, pytest.raises(RuntimeError, match="on fire"):
         Jobs(store).import_jobs([job_dir])
     assert _index_items(tmp_path / "store") == before and calls["n"] == 1

@@ -19,7 +19,7 @@ import pytest
 from casstore.api import fsck
 from casstore.errors import CorruptStoreError, UsageError
 from casstore.store import Store
-from casstore.store.index import Index, decode, unpack
+from casstore.store.index import Index, decode, decode_value
 from casstore.trials import Jobs
 from tests.helpers import store_cli
 from tests.trials_builder import make_job, trial_json, trial_result
@@ -71,7 +71,7 @@ def _column_end(table: bytes, column: str) -> int:
 
 def _flip_table_column(store_dir: Path, job: str, column: str) -> None:
     raw = _raw(store_dir, "reward_tables", job)
-    table = unpack(raw)
+    table = decode_value(raw)
     _flip(store_dir, "reward_tables", job, len(raw) - len(table) + _column_end(table, column))
 
 
@@ -212,10 +212,10 @@ def test_corrupt_evidence_pack(imported, capsys, damage: str) -> None:
         hurt = records
     else:  # the first trial's reference names frame 99 of its 20-frame pack
         from casstore.trials.records import encode_stored, encode_trial_pack
-        from casstore.trials.store import job_record
+        from casstore.trials.stored import job_record
 
         with Store(store_dir, create=False) as store:
-            record = job_record(store, job)
+            record = job_record(store.index, job)
             records[0].evidence = f"{key}#99"
             pack = encode_trial_pack(
                 [encode_stored(r, record.path, record.reward_key) for r in records]

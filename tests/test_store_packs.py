@@ -10,12 +10,13 @@ from pathlib import Path
 import msgspec
 import pytest
 
+import casstore.trials.importing as importing
 import casstore.trials.jobs as jobs
-import casstore.trials.store as trial_store
+import casstore.trials.packs as stored_packs
 from casstore.api import fsck
 from casstore.errors import CorruptStoreError
 from casstore.store import Store
-from casstore.store.index import unpack
+from casstore.store.index import decode_value
 from casstore.trials import Jobs
 from casstore.trials.records import TrialRecord, encode_stored, encode_trial_pack
 from tests.helpers import store_cli
@@ -73,24 +74,24 @@ def test_packs_hold_trials_by_name_however_they_were_read(
     the directories holds the even names, the second half the odd ones) end in packs by
     name: the layout a re-import or an import without streaming writes."""
     monkeypatch.setattr(jobs, "CHUNK", 5)
-    monkeypatch.setattr(trial_store, "PACK", 5)  # the buffer is empty after each chunk
+    monkeypatch.setattr(stored_packs, "TRIALS_PER_PACK", 5)  # the buffer is empty after each chunk
     n = 40
     names = [f"b{2 * i:03d}" for i in range(n // 2)] + [f"b{2 * i + 1:03d}" for i in range(n // 2)]
     tasks = [f"t{i // 5}" for i in range(n)]  # one task per chunk: attempts hold, no rewrite
     dirs = [f"{task}__{i:03d}" for i, task in enumerate(tasks)]
     job_dir = _job(tmp_path, names, dirs=dirs, tasks=tasks)
     added: list[int] = []
-    add = trial_store._Stream.add
+    add = importing.JobStream.add
     monkeypatch.setattr(
-        trial_store._Stream, "add", lambda self, chunk: (added.append(self.packs), add(self, chunk))
+        importing.JobStream, "add", lambda self, chunk: (added.append(self.packs), add(self, chunk))
     )
     if not streamed:
 
-        class Unstreamed(trial_store._Stream):
+        class Unstreamed(importing.JobStream):
             def add(self, chunk) -> None:
                 self.failed = True
 
-        monkeypatch.setattr(trial_store, "_Stream", Unstreamed)
+        monkeypatch.setattr(importing, "JobStream", Unstreamed)
     with Store(tmp_path / "store") as store:
         Jobs(store).import_jobs([job_dir])
     packs = _index_items(tmp_path / "store")["trial_packs"]
@@ -103,7 +104,7 @@ def test_packs_hold_trials_by_name_however_they_were_read(
 
 def test_a_job_whose_id_extends_another_keeps_its_own_packs(tmp_path: Path) -> None:
     """Jobs ``job`` and ``job/x`` (ids from saved trials) each see only their own packs."""
-    from casstore.trials.store import import_records
+    from casstore.trials.importing import import_records
 
     def records(job_id: str, n: int) -> list[TrialRecord]:
         return [
@@ -112,8 +113,8 @@ def test_a_job_whose_id_extends_another_keeps_its_own_packs(tmp_path: Path) -> N
         ]
 
     with Store(tmp_path / "store") as store:
-        import_records(store, "job", records("job", 3), "reward")
-        import_records(store, "job/x", records("job/x", 2), "reward")
+        import_records(store.index, "job", records("job", 3), "reward")
+        import_records(store.index, "job/x", records("job/x", 2), "reward")
         assert len(Jobs(store).trial_records("job")) == 3
         assert len(Jobs(store).trial_records("job/x")) == 2
         assert fsck(store).ok
@@ -130,7 +131,7 @@ def test_evidence_reads_one_frame_and_checks_it(tmp_path: Path) -> None:
 
         def flip(txn) -> None:
             raw = bytes(txn.raw_get("evidence", key))
-            frame = unpack(raw)["frames"][3]
+            frame = decode_value(raw)["frames"][3]
             at = raw.index(frame) + len(frame) // 2
             damaged = raw[:at] + bytes([raw[at] ^ 0x01]) + raw[at + 1 :]
             txn._txn.put(key.encode(), damaged, db=txn._dbs["evidence"])
@@ -363,7 +364,7 @@ def test_older_evidence_entries_are_checked_against_their_keys(
 
         def flip(txn) -> None:
             raw = bytes(txn.raw_get("evidence", key))
-            data = unpack(raw)["data"]
+            data = decode_value(raw)["data"]
             at = raw.index(data) + len(data) // 2
             damaged = raw[:at] + bytes([raw[at] ^ 0x01]) + raw[at + 1 :]
             txn._txn.put(key.encode(), damaged, db=txn._dbs["evidence"])

@@ -3,18 +3,20 @@
 Databases (keys UTF-8, values msgpack): ``meta`` (``schema`` → version), ``tasks``
 (``workspace/name`` → task record), ``revisions`` (revision digest → revision record),
 ``tasksets`` (``workspace/name`` → taskset record), ``taskset_revisions`` (digest → record);
-imported Harbor jobs (:mod:`casstore.trials.store`): ``jobs``, ``trial_packs``, ``trials``
+imported Harbor jobs (:mod:`casstore.trials.stored`): ``jobs``, ``trial_packs``, ``trials``
 (older schemas), ``reward_tables``, ``evidence``, ``zstd_dicts``. Opening an index writes
 nothing to ``data.mdb`` when every database exists; a missing one (a new index, or an older
 one) is created then: older code ignores it. A new index is marked :data:`SCHEMA_VERSION` when
 it is created. An index of an older schema this code reads (:data:`UPGRADED_SCHEMAS`) keeps
-its marker until the first write transaction (:meth:`Index.write`) marks it
-:data:`SCHEMA_VERSION`, so reading commands leave it usable by the older code; a newer or
-unknown schema is refused at open.
+its marker until the first write transaction (:meth:`Index.write`, :meth:`Index.begin_write`)
+marks it :data:`SCHEMA_VERSION`, so reading commands leave it usable by the older code; a
+newer or unknown schema is refused at open.
 
 One writer at a time across processes (LMDB's lock), any number of readers. Every
 read-modify-write runs inside ONE write transaction (:meth:`Index.write`); the map doubles on
-``MapFullError`` and the transaction is retried; a map grown by another process is adopted.
+``MapFullError`` and the transaction is retried; a map grown by another process is adopted. A
+write that spans other work holds a transaction of :meth:`Index.begin_write` and commits or
+aborts it itself; :meth:`Index.reserve` grows the map ahead of a big write.
 
 A damaged index is :class:`~casstore.errors.CorruptStoreError`, never a crash: every stored
 value is decoded through :func:`decode` (naming ``db/key``), and opening checks ``data.mdb``
@@ -24,6 +26,7 @@ truncated below the pages LMDB has written would otherwise end the process with 
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,12 +42,13 @@ __all__ = [
     "SCHEMA_VERSION",
     "Index",
     "Txn",
+    "WriteTxn",
     "check_data_file",
     "corrupt",
     "decode",
+    "decode_value",
+    "encode_value",
     "fsync_dir",
-    "pack",
-    "unpack",
 ]
 
 SCHEMA_VERSION = 3
@@ -54,7 +58,7 @@ transaction (never on open): schema 3 keeps a
 job's trial records in packs (``trial_packs``) and its evidence in packs referenced
 ``<key>#<index>``; schema 2 one record per trial (``trials``) as an array
 (:func:`casstore.trials.records.encode_stored`) and one evidence entry per file; schema 1 the
-records as maps. All of them still decode (:mod:`casstore.trials.store`). Code that knows
+records as maps. All of them still decode (:mod:`casstore.trials.stored`). Code that knows
 only an older schema refuses a newer store (it would miss the packs)."""
 DATABASES = (
     "meta",
@@ -73,13 +77,14 @@ DEFAULT_MAP_SIZE = 32 << 20
 T = TypeVar("T")
 
 
-def pack(value: Any) -> bytes:
-    """msgpack with binary type (the index's value encoding)."""
+def encode_value(value: Any) -> bytes:
+    """``value`` (builtins) as the index stores it: msgpack with the binary type."""
     return msgpack.packb(value, use_bin_type=True)
 
 
-def unpack(data: bytes) -> Any:
-    """Inverse of :func:`pack`."""
+def decode_value(data: bytes) -> Any:
+    """Stored bytes back to builtins, the inverse of :func:`encode_value` (a stored value is
+    decoded through :func:`decode`, which names one that does not decode)."""
     return msgpack.unpackb(data, raw=False)
 
 
@@ -106,11 +111,13 @@ def decode[T](db: str, key: str | bytes, decoder: Callable[..., T], *args: Any) 
 
 def _entry(key: bytes, raw: bytes) -> tuple[str, Any]:
     """A stored ``(key, value)`` decoded."""
-    return key.decode(), unpack(raw)
+    return key.decode(), decode_value(raw)
 
 
 class Txn:
-    """One LMDB transaction over the named databases: ``get/put/delete/items`` by db name."""
+    """One LMDB transaction over the named databases: ``get/put/delete/items`` by db name
+    (values decoded and encoded with :func:`decode_value`/:func:`encode_value`), ``raw_*``
+    for values already encoded (bytes as stored). Keys are UTF-8 text or those bytes."""
 
     def __init__(self, txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
         self._txn = txn
@@ -119,12 +126,12 @@ class Txn:
     def get(self, db: str, key: str) -> Any | None:
         """The decoded value at ``key`` of ``db`` or None."""
         raw = self._txn.get(key.encode(), db=self._dbs[db])
-        return None if raw is None else decode(db, key, unpack, raw)
+        return None if raw is None else decode(db, key, decode_value, raw)
 
-    def raw_get(self, db: str, key: str) -> bytes | memoryview | None:
+    def raw_get(self, db: str, key: str | bytes) -> bytes | memoryview | None:
         """The stored bytes at ``key`` of ``db`` (undecoded) or None: a memoryview into the
         map, valid within this transaction, when it was begun with ``buffers``."""
-        return self._txn.get(key.encode(), db=self._dbs[db])
+        return self._txn.get(_key(key), db=self._dbs[db])
 
     def has(self, db: str, key: str) -> bool:
         """Whether ``key`` of ``db`` holds a value (nothing decoded)."""
@@ -132,11 +139,38 @@ class Txn:
 
     def put(self, db: str, key: str, value: Any) -> None:
         """Store ``value`` at ``key`` of ``db`` (write transactions only)."""
-        self._txn.put(key.encode(), pack(value), db=self._dbs[db])
+        self._txn.put(key.encode(), encode_value(value), db=self._dbs[db])
 
-    def delete(self, db: str, key: str) -> bool:
+    def raw_put(self, db: str, key: str | bytes, value: bytes, *, overwrite: bool = True) -> bool:
+        """Store the already-encoded ``value`` at ``key`` of ``db`` (write transactions only).
+        Returns whether it was stored: False when ``overwrite`` is False and ``key`` holds a
+        value already (that value is kept)."""
+        return self._txn.put(_key(key), value, db=self._dbs[db], overwrite=overwrite)
+
+    def raw_put_many(
+        self, db: str, items: list[tuple[bytes, bytes]], overwrite: bool = True
+    ) -> None:
+        """Store already-encoded ``(key, value)`` items in ``db`` as plain puts in key order
+        would (the first of equal keys wins when not ``overwrite``): one ``putmulti``, which
+        appends when every key is beyond the database's last one (a new job's records): pages
+        filled (inserts in order would leave them half full), no search per key."""
+        if not items:
+            return
+        items = sorted(items, key=_FIRST)
+        cursor = self._txn.cursor(db=self._dbs[db])
+        try:
+            if not cursor.last() or cursor.key() < items[0][0]:
+                _, added = cursor.putmulti(items, overwrite=overwrite, append=True)
+                if added == len(items):
+                    return
+                # equal keys among the items: not appended; the plain puts settle them
+            cursor.putmulti(items, overwrite=overwrite)
+        finally:
+            cursor.close()
+
+    def delete(self, db: str, key: str | bytes) -> bool:
         """Remove ``key`` from ``db``; True if it was there."""
-        return self._txn.delete(key.encode(), db=self._dbs[db])
+        return self._txn.delete(_key(key), db=self._dbs[db])
 
     def items(self, db: str, prefix: str = "") -> Iterator[tuple[str, Any]]:
         """``(key, value)`` of ``db`` in key order, keys starting with ``prefix``; a key or
@@ -158,6 +192,32 @@ class Txn:
     def count(self, db: str) -> int:
         """Number of entries in ``db``."""
         return self._txn.stat(self._dbs[db])["entries"]
+
+
+def _key(key: str | bytes) -> bytes:
+    """A key as LMDB takes it: text UTF-8 encoded, bytes as they are."""
+    return key.encode() if isinstance(key, str) else key
+
+
+_FIRST = operator.itemgetter(0)  # the key of a (key, value) item
+
+
+class WriteTxn(Txn):
+    """A write transaction the caller ends (:meth:`Index.begin_write`): :meth:`commit` or
+    :meth:`abort`; nothing is retried (a put that fills the map raises
+    ``lmdb.MapFullError``: abort, then write again after :meth:`Index.reserve`)."""
+
+    _committed: Callable[[], None] | None = None  # called after a commit
+
+    def commit(self) -> None:
+        """Commit what was written (``lmdb.Error`` when it cannot be)."""
+        self._txn.commit()
+        if self._committed is not None:
+            self._committed()
+
+    def abort(self) -> None:
+        """Drop what was written: the index stays as it was before the transaction."""
+        self._txn.abort()
 
 
 class Index:
@@ -253,21 +313,20 @@ class Index:
         ``body`` must be repeatable (it may run again after ``MapFullError``).
         """
         while True:
-            marking = self._older and not lock_only
             try:
-                with self.env.begin(write=True) as txn:
-                    wrapped = Txn(txn, self.dbs)
-                    if marking:
-                        self._check_schema(wrapped)
-                    result = body(wrapped)
+                txn = self._begin(mark=not lock_only)
+                try:
+                    result = body(txn)
+                    txn.commit()
+                except BaseException:
+                    txn.abort()
+                    raise
             except lmdb.MapFullError:
                 self.env.set_mapsize(self.env.info()["map_size"] * 2)
                 continue
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)
                 continue
-            if marking:
-                self._older = False
             return result
 
     def read(self, body: Callable[[Txn], T], buffers: bool = False) -> T:
@@ -280,6 +339,48 @@ class Index:
                     return body(Txn(txn, self.dbs))
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)
+
+    def begin_write(self) -> WriteTxn:
+        """A write transaction left open while the caller does other work (an import writes
+        a new job's chunks as it parses them), which the caller commits or aborts
+        (:class:`WriteTxn`); waits for the writer lock. It marks an index of an older schema
+        as :meth:`write` does, but nothing is retried: grow the map first (:meth:`reserve`)."""
+        return self._begin(mark=True)
+
+    def _begin(self, mark: bool) -> WriteTxn:
+        """Begin a write transaction (adopting a map grown by another process); with
+        ``mark``, an index of an older schema is marked in it (:meth:`_check_schema`)."""
+        while True:
+            try:
+                begun = self.env.begin(write=True)
+                break
+            except lmdb.MapResizedError:
+                self.env.set_mapsize(0)
+        txn = WriteTxn(begun, self.dbs)
+        if mark and self._older:
+            txn._committed = self._marked
+            try:
+                self._check_schema(txn)
+            except BaseException:
+                txn.abort()
+                raise
+        return txn
+
+    def _marked(self) -> None:
+        """An index of an older schema was marked :data:`SCHEMA_VERSION` (a commit)."""
+        self._older = False
+
+    def reserve(self, nbytes: int) -> None:
+        """Grow the map (doubling) to hold ``2 * nbytes`` more bytes than the pages in use,
+        ahead of a write of about ``nbytes``: not retried after each doubling."""
+        info, stat = self.env.info(), self.env.stat()
+        used = (info["last_pgno"] + 1) * stat["psize"]
+        want = used + 2 * nbytes
+        if want > info["map_size"]:
+            size = info["map_size"]
+            while size < want:
+                size *= 2
+            self.env.set_mapsize(size)
 
     @property
     def map_size(self) -> int:

@@ -11,7 +11,7 @@ The contract the scoring engine codes against:
   :func:`write_trials_jsonl` ``(records, path)``: saved trials;
 * :func:`table_from_records` ``(records, reward_key) -> RewardTable``;
 * in a store: :class:`Jobs` ``(store)``: ``import_jobs``, ``list``, ``get``,
-  ``reward_table``, ``trial_records``, ``evidence`` (see :mod:`casstore.trials.store`).
+  ``reward_table``, ``trial_records``, ``evidence`` (see :mod:`casstore.trials.stored`).
 """
 
 from casstore.trials.jobs import (

@@ -11,7 +11,7 @@ directory (its record has ``imported_at``), every trial's evidence and zstd dict
 (``missing_evidence``), and every evidence pack a trial references hashes to its key and
 holds the trial's frame, every older per-file entry to its key, every dictionary to its id
 (``corrupt_evidence``). Trials imported only from saved-trials files keep their evidence where
-it was (see :func:`casstore.trials.store.import_records`), so their evidence is not looked up.
+it was (see :func:`casstore.trials.importing.import_records`), so their evidence is not looked up.
 
 Problems are ``(kind, ref, message)``: ``ref`` is the job id, or ``<job id>/<trial name>`` for
 a trial; ``message`` the :class:`CorruptStoreError` line naming the database and key.
@@ -23,19 +23,12 @@ from typing import NamedTuple
 
 from casstore.errors import CorruptStoreError
 from casstore.store.fsck import Checked, Problem
-from casstore.store.index import Txn, decode, unpack
+from casstore.store.index import Txn, decode, decode_value
 from casstore.trials.evidence import entry_key, frame_count, split_reference
+from casstore.trials.packs import job_packs, older_trials
 from casstore.trials.records import JobRecord, TrialRecord
-from casstore.trials.store import (
-    checked_dictionary,
-    checked_entry,
-    job_packs,
-    older_trials,
-    stored_job,
-    stored_pack,
-    stored_table,
-    stored_trial,
-)
+from casstore.trials.stored import stored_job, stored_pack, stored_table, stored_trial
+from casstore.trials.stored_evidence import checked_dictionary, checked_entry
 
 __all__ = ["check_jobs"]
 
@@ -62,7 +55,7 @@ def check_jobs(txn: Txn) -> Checked:
 def _job(job_id: str, raw: bytes, problems: list[Problem]) -> JobRecord | None:
     """The job record stored as ``raw``, or None with a ``corrupt_job`` problem."""
     try:
-        return stored_job(job_id, decode("jobs", job_id, unpack, raw))
+        return stored_job(job_id, decode("jobs", job_id, decode_value, raw))
     except CorruptStoreError as error:
         problems.append(Problem("corrupt_job", job_id, str(error)))
         return None

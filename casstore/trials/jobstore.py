@@ -1,7 +1,9 @@
 """The imported Harbor jobs of a store: ``Jobs(store)``.
 
 The store itself knows tasks, tasksets and its databases; its jobs, trial records, reward
-tables and evidence are read and written through this class, which takes the store.
+tables and evidence are read and written through this class, which takes the store: the
+import in :mod:`casstore.trials.importing`, the reads in :mod:`casstore.trials.stored` (which
+describes the databases) and :mod:`casstore.trials.stored_evidence`.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ from pathlib import Path
 from casstore.progress import Progress
 from casstore.store.core import Store
 from casstore.table.columns import RewardTable
-from casstore.trials import store as imported
+from casstore.trials import importing, stored
 from casstore.trials.records import ImportReport, JobRecord, TrialRecord
+from casstore.trials.stored_evidence import evidence_bytes
 
 __all__ = ["Jobs"]
 
 
 class Jobs:
-    """The imported jobs of ``store`` (see :mod:`casstore.trials.store` for the databases)."""
+    """The imported jobs of ``store`` (see :mod:`casstore.trials.stored` for the databases)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -32,25 +35,25 @@ class Jobs:
         progress: Progress | None = None,
     ) -> list[ImportReport]:
         """Import job directories, directories of them, or saved-trials ``.jsonl`` files: one
-        :class:`ImportReport` per job (see :func:`casstore.trials.store.import_jobs`)."""
-        return imported.import_jobs(self.store, paths, reward_key, name, progress)
+        :class:`ImportReport` per job (see :func:`casstore.trials.importing.import_jobs`)."""
+        return importing.import_jobs(self.store.index, paths, reward_key, name, progress)
 
     def list(self) -> list[JobRecord]:
         """Every imported job's record, by job id."""
-        return imported.jobs(self.store)
+        return stored.jobs(self.store.index)
 
     def get(self, job: str) -> JobRecord:
         """The record of the job with id or name ``job``; UnknownReferenceError if none."""
-        return imported.job_record(self.store, job)
+        return stored.job_record(self.store.index, job)
 
     def reward_table(self, job: str) -> RewardTable:
         """The stored reward table of a job (id or name); UnknownReferenceError if none."""
-        return imported.reward_table(self.store, job)
+        return stored.reward_table(self.store.index, job)
 
     def trial_records(self, job: str) -> list[TrialRecord]:
         """The trial records of a job (id or name), by trial name."""
-        return imported.trial_records(self.store, job)
+        return stored.trial_records(self.store.index, job)
 
     def evidence(self, reference: str) -> bytes:
         """The raw result.json bytes kept as evidence (a trial's ``evidence`` reference)."""
-        return imported.evidence_bytes(self.store, reference)
+        return evidence_bytes(self.store.index, reference)

@@ -1,0 +1,157 @@
+"""Imported jobs in a store's LMDB index, and how they are read back.
+
+Databases (keys UTF-8, values msgpack): ``jobs`` (job id → :class:`JobRecord`),
+``trial_packs`` (``<job id>/<pack number, 8 digits>`` → a **trial pack**: the array of up to
+:data:`~casstore.trials.packs.TRIALS_PER_PACK` trial records (:class:`TrialRecord`, by trial
+name) in their stored form, each an array without what the job record implies, see
+:mod:`casstore.trials.packs` and :func:`~casstore.trials.records.encode_trial_pack`),
+``reward_tables`` (job id → :meth:`RewardTable.to_bytes`), ``evidence`` (content-addressed:
+``sha256:<hex>`` of the value; a pack of the zstd-compressed raw result.json files of the
+trial directories read together (:data:`~casstore.trials.jobs.CHUNK` or so), a trial's
+reference ``<key>#<index>``, see :mod:`casstore.trials.evidence`),
+``zstd_dicts`` (dictionary id → bytes). One value per few hundred trials, not one per trial:
+an import of 100,000 trials writes 400 values instead of 200,000.
+
+Stores of schema 1 and 2 kept one record per trial in ``trials`` (``<job id>/<trial name>``)
+and one evidence entry per file: they are read alike (:func:`stored_trials`,
+:func:`~casstore.trials.stored_evidence.evidence_bytes`); the next import into such a job
+rewrites its records as packs (:mod:`casstore.trials.write`).
+
+Stored values are read through :func:`stored_job`, :func:`stored_table`, :func:`stored_trial`,
+:func:`stored_pack` and :func:`~casstore.trials.stored_evidence.evidence_bytes`: a value that
+does not decode or validate (or a reward table one of whose column CRC-32s fails) is
+:class:`CorruptStoreError` naming ``db/key``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from casstore.errors import CorruptStoreError, UnknownReferenceError, is_text, printable
+from casstore.store.index import Index, Txn, decode
+from casstore.table.columns import RewardTable
+from casstore.trials.packs import job_packs, older_trials, sort_by_trial_name
+from casstore.trials.records import (
+    JobRecord,
+    TrialRecord,
+    decode_stored,
+    decode_trial_pack,
+    from_builtins,
+)
+
+__all__ = [
+    "TRIAL_DATABASES",
+    "job_record",
+    "jobs",
+    "reward_table",
+    "stored_job",
+    "stored_pack",
+    "stored_table",
+    "stored_trial",
+    "stored_trials",
+    "trial_records",
+]
+
+TRIAL_DATABASES = ("jobs", "trial_packs", "trials", "reward_tables", "evidence", "zstd_dicts")
+
+
+def stored_job(job_id: str, raw: Any) -> JobRecord:
+    """The job record stored (unpacked) as ``raw`` at ``job_id``. Raises
+    :class:`CorruptStoreError` when it does not validate."""
+    return decode("jobs", job_id, from_builtins, raw, JobRecord)
+
+
+def stored_table(job_id: str, data: bytes) -> RewardTable:
+    """The reward table stored as ``data`` at ``job_id``, every column's CRC-32 checked now
+    (the name columns too, which :meth:`RewardTable.from_bytes` leaves to their first use:
+    a damaged one is found before any scoring or output). Raises :class:`CorruptStoreError`
+    when it does not load or a CRC-32 fails."""
+    return decode("reward_tables", job_id, _verified_table, data)
+
+
+def _verified_table(data: bytes) -> RewardTable:
+    """:meth:`RewardTable.from_bytes` and :meth:`RewardTable.verify` (raise ``ValueError``)."""
+    table = RewardTable.from_bytes(data)
+    table.verify()
+    return table
+
+
+def stored_trial(
+    key: bytes, raw: bytes, job_id: str, path: str | None, reward_key: str
+) -> TrialRecord:
+    """The trial record stored as ``raw`` at ``key`` of ``trials`` (older stores: one record
+    per trial) of job ``job_id`` (see :func:`decode_stored`). Raises
+    :class:`CorruptStoreError` when it does not decode."""
+    return decode("trials", key, decode_stored, raw, job_id, path, reward_key)
+
+
+def stored_pack(
+    key: bytes, raw: bytes, job_id: str, path: str | None, reward_key: str
+) -> list[TrialRecord]:
+    """The trial records of the pack stored as ``raw`` at ``key`` of ``trial_packs`` (see
+    :func:`decode_trial_pack`). Raises :class:`CorruptStoreError` when it does not decode."""
+    return decode("trial_packs", key, decode_trial_pack, raw, job_id, path, reward_key)
+
+
+def stored_trials(txn: Txn, job_id: str, path: str | None, reward_key: str) -> list[TrialRecord]:
+    """The stored trial records of ``job_id`` (by trial name), decoded for the job record's
+    ``path`` and ``reward_key`` (see :func:`stored_pack`, :func:`stored_trial`)."""
+    records = [
+        stored_trial(key, raw, job_id, path, reward_key) for key, raw in older_trials(txn, job_id)
+    ]
+    for key, raw in job_packs(txn, job_id):
+        records += stored_pack(key, raw, job_id, path, reward_key)
+    sort_by_trial_name(records)  # packs hold trials in directory order
+    return records
+
+
+def jobs(index: Index) -> list[JobRecord]:
+    """Every imported job, by job id. Raises :class:`CorruptStoreError` for a damaged one."""
+    return index.read(lambda txn: [stored_job(key, raw) for key, raw in txn.items("jobs")])
+
+
+def job_record(index: Index, job: str) -> JobRecord:
+    """The job with id or name ``job``. UnknownReferenceError if none (or a name is shared
+    by several jobs: use the id); CorruptStoreError when a job record it reads is damaged."""
+
+    if not is_text(job):
+        raise UnknownReferenceError(printable(job), "no imported job with that id or name")
+
+    def body(txn: Txn) -> JobRecord:
+        raw = txn.get("jobs", job)
+        if raw is not None:
+            return stored_job(job, raw)
+        named = [(key, raw) for key, raw in txn.items("jobs") if _name_of(key, raw) == job]
+        if len(named) == 1:
+            return stored_job(*named[0])
+        if named:
+            raise UnknownReferenceError(job, f"{len(named)} jobs have that name; use the id")
+        raise UnknownReferenceError(job, "no imported job with that id or name")
+
+    return index.read(body)
+
+
+def _name_of(job_id: str, raw: Any) -> Any:
+    """The ``name`` of a job record stored (unpacked) as ``raw``; CorruptStoreError when
+    ``raw`` is not a map."""
+    return decode("jobs", job_id, dict.get, raw, "name")
+
+
+def reward_table(index: Index, job: str) -> RewardTable:
+    """The stored :class:`RewardTable` of a job (by id or name); CorruptStoreError when it is
+    damaged (see :func:`stored_table`) or missing (every import writes the job record and its
+    table in one transaction: a job record without a table is damage, not a usage error)."""
+    job_id = job_record(index, job).job_id
+    data = index.read(lambda txn: txn.get("reward_tables", job_id))
+    if data is None:
+        raise CorruptStoreError(
+            f"reward_tables/{job_id}", "missing (the job record names this job; fsck reports it)"
+        )
+    return stored_table(job_id, data)
+
+
+def trial_records(index: Index, job: str) -> list[TrialRecord]:
+    """The job's trial records (by id or name), by trial name. A relative ``result_path``
+    (stored by older imports, as typed then) is made absolute under the job's path."""
+    record = job_record(index, job)
+    return index.read(lambda txn: stored_trials(txn, record.job_id, record.path, record.reward_key))
