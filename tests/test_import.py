@@ -801,7 +801,7 @@ def _as_schema(store_dir: Path, version: int) -> None:
     import lmdb
     import msgspec
 
-    from casstore.store.index import decode_value, encode_value
+    from casstore.store.values import decode_value, encode_value
     from casstore.trials.evidence import (
         decompress,
         encode_entry,
@@ -893,7 +893,7 @@ def _schema_marker(store_dir: Path) -> int:
     """``meta/schema`` as stored, read with raw lmdb (a read-only environment)."""
     import lmdb
 
-    from casstore.store.index import decode_value
+    from casstore.store.values import decode_value
 
     env = lmdb.open(str(store_dir / "index"), max_dbs=32, readonly=True, lock=False)
     try:

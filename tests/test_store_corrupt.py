@@ -19,7 +19,8 @@ import pytest
 from casstore.api import fsck
 from casstore.errors import CorruptStoreError, UsageError
 from casstore.store import Store
-from casstore.store.index import Index, decode, decode_value
+from casstore.store.index import Index
+from casstore.store.values import decode, decode_value
 from casstore.trials import Jobs
 from tests.helpers import store_cli
 from tests.trials_builder import make_job, trial_json, trial_result

@@ -16,7 +16,7 @@ import casstore.trials.packs as stored_packs
 from casstore.api import fsck
 from casstore.errors import CorruptStoreError
 from casstore.store import Store
-from casstore.store.index import decode_value
+from casstore.store.values import decode_value
 from casstore.trials import Jobs
 from casstore.trials.records import TrialRecord, encode_stored, encode_trial_pack
 from tests.helpers import store_cli

@@ -18,10 +18,10 @@ read-modify-write runs inside ONE write transaction (:meth:`Index.write`); the m
 write that spans other work holds a transaction of :meth:`Index.begin_write` and commits or
 aborts it itself; :meth:`Index.reserve` grows the map ahead of a big write.
 
-A damaged index is :class:`~casstore.errors.CorruptStoreError`, never a crash: every stored
-value is decoded through :func:`decode` (naming ``db/key``), and opening checks ``data.mdb``
-against LMDB's meta pages before any other page is read (:func:`check_data_file`): a file
-truncated below the pages LMDB has written would otherwise end the process with SIGBUS.
+A damaged index is :class:`~casstore.errors.CorruptStoreError`, never a crash: every stored value is
+decoded through :func:`casstore.store.values.decode` (naming ``db/key``), and opening checks
+``data.mdb`` against LMDB's meta pages before any other page is read (:func:`check_data_file`): a
+file truncated below the pages LMDB has written would otherwise end the process with SIGBUS.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import lmdb
-import msgpack
 
-from casstore.errors import CasstoreError, CorruptStoreError, StoreError
+from casstore.errors import CorruptStoreError, StoreError
+from casstore.store.values import decode, decode_value, encode_value
 
 __all__ = [
     "DATABASES",
@@ -44,10 +44,6 @@ __all__ = [
     "Txn",
     "WriteTxn",
     "check_data_file",
-    "corrupt",
-    "decode",
-    "decode_value",
-    "encode_value",
     "fsync_dir",
 ]
 
@@ -75,38 +71,6 @@ DATABASES = (
 )
 DEFAULT_MAP_SIZE = 32 << 20
 T = TypeVar("T")
-
-
-def encode_value(value: Any) -> bytes:
-    """``value`` (builtins) as the index stores it: msgpack with the binary type."""
-    return msgpack.packb(value, use_bin_type=True)
-
-
-def decode_value(data: bytes) -> Any:
-    """Stored bytes back to builtins, the inverse of :func:`encode_value` (a stored value is
-    decoded through :func:`decode`, which names one that does not decode)."""
-    return msgpack.unpackb(data, raw=False)
-
-
-def corrupt(db: str, key: str | bytes, reason: object) -> CorruptStoreError:
-    """The error for the value at ``key`` of ``db`` that does not decode (or fails a check):
-    path ``db/key``, rule ``stored value does not decode: <reason>`` on one line."""
-    name = key.decode(errors="backslashreplace") if isinstance(key, bytes) else key
-    text = " ".join(str(reason).split()) or type(reason).__name__
-    return CorruptStoreError(f"{db}/{name}", f"stored value does not decode: {text}")
-
-
-def decode[T](db: str, key: str | bytes, decoder: Callable[..., T], *args: Any) -> T:
-    """``decoder(*args)``: the one place a value stored at ``key`` of ``db`` is decoded or
-    validated. Any failure of ``decoder`` (msgpack, msgspec, pydantic, a reward table's CRC)
-    raises :class:`CorruptStoreError` (see :func:`corrupt`); a :class:`CasstoreError` it
-    raises passes unchanged."""
-    try:
-        return decoder(*args)
-    except CasstoreError:
-        raise
-    except Exception as error:  # damaged bytes can fail any way: all of them mean "corrupt"
-        raise corrupt(db, key, error) from error
 
 
 def _entry(key: bytes, raw: bytes) -> tuple[str, Any]:

@@ -23,7 +23,8 @@ from typing import NamedTuple
 
 from casstore.errors import CorruptStoreError
 from casstore.store.fsck import Checked, Problem
-from casstore.store.index import Txn, decode, decode_value
+from casstore.store.index import Txn
+from casstore.store.values import decode, decode_value
 from casstore.trials.evidence import entry_key, frame_count, split_reference
 from casstore.trials.packs import job_packs, older_trials
 from casstore.trials.records import JobRecord, TrialRecord

@@ -28,7 +28,8 @@ from __future__ import annotations
 from typing import Any
 
 from casstore.errors import CorruptStoreError, UnknownReferenceError, is_text, printable
-from casstore.store.index import Index, Txn, decode
+from casstore.store.index import Index, Txn
+from casstore.store.values import decode
 from casstore.table.columns import RewardTable
 from casstore.trials.packs import job_packs, older_trials, sort_by_trial_name
 from casstore.trials.records import (

@@ -14,7 +14,8 @@ from __future__ import annotations
 import msgspec
 
 from casstore.errors import UnknownReferenceError
-from casstore.store.index import Index, Txn, decode
+from casstore.store.index import Index, Txn
+from casstore.store.values import decode
 from casstore.trials.evidence import (
     decompress,
     dictionary_id,
