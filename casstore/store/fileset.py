@@ -30,6 +30,7 @@ from casstore.store.records import TaskRevision
 
 __all__ = [
     "ARCHIVE_NAME",
+    "DEFAULT_FILESET",
     "TEMP_PREFIX",
     "ArchiveRef",
     "Filesets",
@@ -38,6 +39,7 @@ __all__ = [
 ]
 
 ARCHIVE_NAME = "task_archive"
+DEFAULT_FILESET = "harbor-tasks"
 TEMP_PREFIX = ".tmp-"
 
 
