@@ -25,13 +25,18 @@ __all__ = ["TasksetResult", "Tasksets"]
 
 
 class TasksetResult(BaseModel):
-    """A created or replaced taskset: ``id`` (``workspace/name``), ``revision`` (digest),
+    """A created or replaced taskset: ``ref`` (``workspace/name``), ``revision`` (digest),
     ``tasks`` (``[{"task": "workspace/name", "revision": digest}]``) and ``reused``."""
 
-    id: str
+    ref: str
     revision: str
     tasks: list[dict[str, str]]
     reused: bool
+
+    def to_json(self) -> dict[str, object]:
+        """The ``casstore taskset create --json`` object: ``id`` (the reference),
+        ``revision`` and ``tasks``."""
+        return {"id": self.ref, "revision": self.revision, "tasks": self.tasks}
 
 
 class Tasksets(Names[TasksetRevision]):
@@ -77,13 +82,13 @@ class Tasksets(Names[TasksetRevision]):
                 if create:
                     raise StoreError(key, "a taskset of that name exists (use taskset replace)")
                 if record.latest == revision.digest:
-                    return TasksetResult(id=key, revision=revision.digest, tasks=pins, reused=True)
+                    return TasksetResult(ref=key, revision=revision.digest, tasks=pins, reused=True)
             if txn.get("taskset_revisions", revision.digest) is None:
                 txn.put("taskset_revisions", revision.digest, revision.model_dump())
             if record is None:
                 record = NamedRecord(workspace=workspace, name=name, history=[])
             record.history.append(RevisionEntry(digest=revision.digest, created=now()))
             txn.put("tasksets", key, record.model_dump())
-            return TasksetResult(id=key, revision=revision.digest, tasks=pins, reused=False)
+            return TasksetResult(ref=key, revision=revision.digest, tasks=pins, reused=False)
 
         return self._index.write(body)
