@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NoReturn
 
-from casstore.archive.compress import CHUNK, Compression, new_encoder
+from casstore.archive.compress import STREAM_BLOCK, Compression, new_encoder
 from casstore.archive.layout import TaskLayout
 from casstore.archive.limits import Limits
 from casstore.archive.scan import (
@@ -414,8 +414,8 @@ class _Flusher:
 
 
 class _TarStream:
-    """The uncompressed tar stream in fixed ``CHUNK`` blocks: hashed (content digest, BLAKE3)
-    and handed to the encoder, on a background thread once a block is full (see
+    """The uncompressed tar stream in fixed ``STREAM_BLOCK`` blocks: hashed (content digest,
+    BLAKE3) and handed to the encoder, on a background thread once a block is full (see
     :class:`_Background`); file data is read straight into the block.
 
     A block is a fresh zeroed ``bytearray`` whose bytes from ``_fill`` on are never written
@@ -428,7 +428,7 @@ class _TarStream:
         self._encoder = encoder
         self._limits = limits
         self._max_offset = limits.max_expanded_bytes
-        self._block = bytearray(CHUNK)
+        self._block = bytearray(STREAM_BLOCK)
         self._view = memoryview(self._block)
         self._fill = 0
         self._scratch = bytearray(1)  # receives the byte past the expected end, if any
@@ -439,7 +439,7 @@ class _TarStream:
 
     def write(self, data: bytes) -> None:
         fill, size = self._fill, len(data)
-        if fill + size < CHUNK:  # fits without completing the block (headers, padding)
+        if fill + size < STREAM_BLOCK:  # fits without completing the block (headers, padding)
             self._block[fill : fill + size] = data
             self._fill = fill + size
             self.offset += size
@@ -448,7 +448,7 @@ class _TarStream:
             return
         view = memoryview(data)
         while view:
-            take = min(len(view), CHUNK - self._fill)
+            take = min(len(view), STREAM_BLOCK - self._fill)
             self._block[self._fill : self._fill + take] = view[:take]
             self._advance(take)
             view = view[take:]
@@ -460,7 +460,7 @@ class _TarStream:
         start = fill + len(header)
         end = start + size
         stop = end + pad(size)
-        if stop >= CHUNK or self.offset + (stop - fill) > self._max_offset:
+        if stop >= STREAM_BLOCK or self.offset + (stop - fill) > self._max_offset:
             self.write(header)  # crosses a block or reaches the limit: piece by piece
             self._copy_file(name, fd, size)
             return
@@ -492,7 +492,7 @@ class _TarStream:
         """Append ``size`` bytes of ``fd`` and the padding, block by block."""
         left = size
         while True:
-            room = CHUNK - self._fill
+            room = STREAM_BLOCK - self._fill
             if left < room:  # the rest fits: read it and check that the file ends there
                 window = self._view[self._fill : self._fill + left]
                 got = _read(name, fd, [window, self._scratch])
@@ -531,9 +531,9 @@ class _TarStream:
         self.offset += count
         if self.offset > self._max_offset:
             self._over_limit()
-        if self._fill == CHUNK:
+        if self._fill == STREAM_BLOCK:
             self._emit(self._block)
-            self._block = bytearray(CHUNK)
+            self._block = bytearray(STREAM_BLOCK)
             self._view = memoryview(self._block)
             self._fill = 0
 
