@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import casstore.archive.pack
+import casstore.archive.tarbuild
 from casstore.archive.compress import STREAM_BLOCK
 from casstore.archive.limits import Limits
 from casstore.archive.pack import pack_tree, write_archive
@@ -89,9 +89,9 @@ def packed_stream(task: Path, limits: Limits | None = None) -> bytes:
 
 
 def _wrap_read(monkeypatch, wrapper: Callable) -> None:
-    real = casstore.archive.pack._read_into
+    real = casstore.archive.tarbuild._read_into
     monkeypatch.setattr(
-        casstore.archive.pack, "_read_into", lambda fd, buffers: wrapper(real, fd, buffers)
+        casstore.archive.tarbuild, "_read_into", lambda fd, buffers: wrapper(real, fd, buffers)
     )
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-import casstore.archive.pack
+import casstore.archive.output
+import casstore.archive.tarbuild
 from casstore.archive.compress import STREAM_BLOCK
 from casstore.archive.limits import Limits
 from casstore.archive.pack import pack_tree, write_archive
@@ -58,13 +59,13 @@ def out(tmp_path: Path) -> Path:
 def reads(monkeypatch) -> list[int]:
     """The inode of every file the packer reads from, once per read call, in order."""
     seen: list[int] = []
-    real = casstore.archive.pack._read_into
+    real = casstore.archive.tarbuild._read_into
 
     def spy(fd: int, buffers) -> int:
         seen.append(os.fstat(fd).st_ino)
         return real(fd, buffers)
 
-    monkeypatch.setattr(casstore.archive.pack, "_read_into", spy)
+    monkeypatch.setattr(casstore.archive.tarbuild, "_read_into", spy)
     return seen
 
 
@@ -161,7 +162,7 @@ def test_a_scan_error_found_later_wins_over_an_oversized_file_read_earlier(
 
 def _change_on_first_read(target: Path, monkeypatch) -> None:
     """Truncate ``target`` right after the packer's first read of it."""
-    real = casstore.archive.pack._read_into
+    real = casstore.archive.tarbuild._read_into
     inode, done = _inode(target), []
 
     def read_into(fd: int, buffers) -> int:
@@ -171,7 +172,7 @@ def _change_on_first_read(target: Path, monkeypatch) -> None:
             os.truncate(target, 0)
         return got
 
-    monkeypatch.setattr(casstore.archive.pack, "_read_into", read_into)
+    monkeypatch.setattr(casstore.archive.tarbuild, "_read_into", read_into)
 
 
 def test_a_file_changed_while_packing_is_refused_naming_it(task, out, monkeypatch) -> None:
@@ -262,7 +263,7 @@ def _full_disk(monkeypatch, room: int) -> None:
     def fdopen(fd: int, mode: str) -> io.BufferedWriter:
         return io.BufferedWriter(_FullDisk(fd, room))
 
-    monkeypatch.setattr(casstore.archive.pack.os, "fdopen", fdopen)
+    monkeypatch.setattr(casstore.archive.output.os, "fdopen", fdopen)
 
 
 def test_disk_full_names_the_output_and_never_hides_a_scan_error(
