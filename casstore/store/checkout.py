@@ -24,9 +24,9 @@ from casstore.errors import (
     TaskFormatError,
     UsageError,
 )
-from casstore.progress import Progress
-from casstore.store.fileset import Filesets, in_archive
-from casstore.store.index import Index
+from casstore.progress import NO_PROGRESS, Progress
+from casstore.store.fileset import in_archive
+from casstore.store.handle import StoreHandle
 from casstore.store.lookup import resolve
 from casstore.store.records import TaskRevision
 
@@ -54,17 +54,17 @@ def load_harbor_task(path: Path) -> Any:
 
 
 def checkout(
-    index: Index, filesets: Filesets, ref: str, dest: Path, progress: Progress
+    store: StoreHandle, ref: str, dest: Path, progress: Progress = NO_PROGRESS
 ) -> CheckoutResult:
-    """Check out ``ref`` (resolved in ``index``, archives in ``filesets``) into ``dest``
-    (must not exist, or be an empty directory), laid out as ``dest/<task dir name>/...``.
+    """Check out ``ref`` of ``store`` into ``dest`` (must not exist, or be an empty
+    directory), laid out as ``dest/<task dir name>/...``.
 
     Raises UnknownReferenceError / UsageError for a bad reference or ``dest``; StoreError
     for a missing archive or two tasks with one directory name; the check errors
     (DigestMismatchError, CorruptArchiveError, ...) for an archive that fails verification.
     """
-    kind, items = resolve(index, ref)
     dest = Path(dest)
+    kind, items = resolve(store, ref)
     if dest.is_symlink() or (dest.exists() and (not dest.is_dir() or any(dest.iterdir()))):
         raise UsageError(str(dest), "the checkout destination must not exist or be empty")
     dirs = [revision.dir_name for _, revision in items]
@@ -77,7 +77,8 @@ def checkout(
     rows = []
     try:
         for position, (task, revision) in enumerate(items):
-            _extract_task(filesets.path_of(revision.archive_ref), revision, staging, position)
+            path = store.filesets.path_of(revision.archive_ref)
+            _extract_task(path, revision, staging, position)
             rows.append(
                 {
                     "task": task,

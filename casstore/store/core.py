@@ -6,27 +6,22 @@ and taskset names live in a workspace (default ``default``); their references ar
 ``workspace/name`` (latest revision) or ``workspace/name#sha256:<hex>`` (one revision).
 
 :class:`Store` is the facade: every operation lives in a module of its own (publish,
-tasks, tasksets, lookup, checkout, fsck, gc) and takes the index and the filesets it needs.
+tasks, tasksets, lookup, checkout, fsck, gc) and takes the store as a
+:class:`~casstore.store.handle.StoreHandle` (its index and filesets).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
-from casstore.archive.compress import Compression
-from casstore.archive.discover import DiscoveredTask
-from casstore.archive.limits import Limits
 from casstore.errors import UsageError, is_text, printable
-from casstore.progress import NO_PROGRESS, Progress
-from casstore.store import checkout, fsck, gc, lookup, publish
-from casstore.store.checkout import CheckoutResult
-from casstore.store.fileset import DEFAULT_FILESET, Filesets
-from casstore.store.fsck import Check, FsckReport
-from casstore.store.gc import GcReport
+from casstore.store.checkout import checkout
+from casstore.store.fileset import Filesets
+from casstore.store.fsck import fsck
+from casstore.store.gc import gc
 from casstore.store.index import DEFAULT_MAP_SIZE, Index
-from casstore.store.publish import PreparedTask, PublishResult
-from casstore.store.records import DEFAULT_WORKSPACE, TaskRevision
+from casstore.store.lookup import resolve, revision
+from casstore.store.publish import publish, retry
 from casstore.store.tasks import Tasks
 from casstore.store.tasksets import Tasksets
 
@@ -71,8 +66,8 @@ class Store:
         self.root.mkdir(parents=True, exist_ok=True)
         self.index = Index(self.root / "index", map_size, create=create)
         self.filesets = Filesets(self.root / "filesets")
-        self.tasks = Tasks(self.index, self.filesets)
-        self.tasksets = Tasksets(self.index)
+        self.tasks = Tasks(self)
+        self.tasksets = Tasksets(self)
 
     def close(self) -> None:
         """Close the index."""
@@ -84,52 +79,12 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def publish(
-        self,
-        task: DiscoveredTask,
-        name: str | None = None,
-        *,
-        workspace: str = DEFAULT_WORKSPACE,
-        fileset: str = DEFAULT_FILESET,
-        prefix: str = "",
-        compression: Compression = "gzip",
-        create: bool = False,
-        limits: Limits | None = None,
-    ) -> PublishResult:
-        """See :func:`casstore.store.publish.publish`."""
-        return publish.publish(
-            self.index,
-            self.filesets,
-            task,
-            name,
-            workspace=workspace,
-            fileset=fileset,
-            prefix=prefix,
-            compression=compression,
-            create=create,
-            limits=limits,
-        )
-
-    def retry(self, prepared: PreparedTask) -> PublishResult:
-        """See :func:`casstore.store.publish.retry`."""
-        return publish.retry(self.index, self.filesets, prepared)
-
-    def revision(self, digest: str) -> TaskRevision:
-        """See :func:`casstore.store.lookup.revision`."""
-        return lookup.revision(self.index, digest)
-
-    def resolve(self, ref: str) -> tuple[str, list[tuple[str, TaskRevision]]]:
-        """See :func:`casstore.store.lookup.resolve`."""
-        return lookup.resolve(self.index, ref)
-
-    def checkout(self, ref: str, dest: Path, progress: Progress = NO_PROGRESS) -> CheckoutResult:
-        """See :func:`casstore.store.checkout.checkout`."""
-        return checkout.checkout(self.index, self.filesets, ref, Path(dest), progress)
-
-    def fsck(self, progress: Progress = NO_PROGRESS, checks: Sequence[Check] = ()) -> FsckReport:
-        """See :func:`casstore.store.fsck.fsck`."""
-        return fsck.fsck(self.index, self.filesets, progress, checks)
-
-    def gc(self, dry_run: bool = False, min_age: float = 60.0) -> GcReport:
-        """See :func:`casstore.store.gc.gc`."""
-        return gc.gc(self.index, self.filesets, dry_run=dry_run, min_age=min_age)
+    # The operations: functions of their modules taking the store first, bound as methods
+    # (their signatures and docstrings are the methods').
+    publish = publish
+    retry = retry
+    revision = revision
+    resolve = resolve
+    checkout = checkout
+    fsck = fsck
+    gc = gc

@@ -20,9 +20,10 @@ from pydantic import BaseModel, ConfigDict
 
 from casstore.archive.read import verify_archive
 from casstore.errors import CheckError
-from casstore.progress import Progress
-from casstore.store.fileset import Filesets, in_archive
-from casstore.store.index import Index, Txn
+from casstore.progress import NO_PROGRESS, Progress
+from casstore.store.fileset import in_archive
+from casstore.store.handle import StoreHandle
+from casstore.store.index import Txn
 from casstore.store.records import NamedRecord, TaskRevision, TasksetRevision
 
 __all__ = ["Check", "Checked", "FsckReport", "Problem", "fsck"]
@@ -98,10 +99,11 @@ def _problem(kind: str, ref: str, path: Path | None, detail: str) -> dict[str, s
 
 
 def fsck(
-    index: Index, filesets: Filesets, progress: Progress, checks: Sequence[Check] = ()
+    store: StoreHandle, progress: Progress = NO_PROGRESS, checks: Sequence[Check] = ()
 ) -> FsckReport:
-    """Re-verify every archive (in ``filesets``) and reference (in ``index``) of a store, and
-    run ``checks`` (e.g. of the imported jobs) on its index; never modifies anything."""
+    """Re-verify every archive and reference of ``store``, and run ``checks`` (e.g. of the
+    imported jobs) on its index; never modifies anything."""
+    index, filesets = store.index, store.filesets
     snap = index.read(_snapshot)
     problems = _dangling(snap)
     counts: dict[str, int] = {}

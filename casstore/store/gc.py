@@ -11,8 +11,8 @@ import time
 from pydantic import BaseModel
 
 from casstore.errors import UsageError
-from casstore.store.fileset import Filesets
-from casstore.store.index import Index, Txn
+from casstore.store.handle import StoreHandle
+from casstore.store.index import Txn
 from casstore.store.records import TaskRevision
 
 __all__ = ["GcReport", "gc"]
@@ -30,11 +30,12 @@ class GcReport(BaseModel):
     kept_young: list[str] = []
 
 
-def gc(index: Index, filesets: Filesets, dry_run: bool, min_age: float) -> GcReport:
-    """Remove archive files (of ``filesets``) no revision (in ``index``) references, and
-    temporaries, older than ``min_age`` seconds (a concurrent publication's not yet
-    registered archive is younger). Runs while holding the index's write lock, so no
-    registration interleaves; ``dry_run`` only lists. UsageError unless ``min_age >= 0``."""
+def gc(store: StoreHandle, dry_run: bool = False, min_age: float = 60.0) -> GcReport:
+    """Remove the archive files of ``store`` no revision references, and temporaries, older
+    than ``min_age`` seconds (a concurrent publication's not yet registered archive is
+    younger). Runs while holding the index's write lock, so no registration interleaves;
+    ``dry_run`` only lists. UsageError unless ``min_age >= 0``."""
+    filesets = store.filesets
     if not min_age >= 0:
         raise UsageError(str(min_age), "the minimum age must be a number of seconds >= 0")
     cutoff = time.time() - min_age
@@ -68,4 +69,4 @@ def gc(index: Index, filesets: Filesets, dry_run: bool, min_age: float) -> GcRep
             kept_young=young,
         )
 
-    return index.write(body, lock_only=True)  # it writes files, never the index
+    return store.index.write(body, lock_only=True)  # it writes files, never the index

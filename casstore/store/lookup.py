@@ -12,7 +12,8 @@ from typing import Any
 
 from casstore.errors import StoreError, UnknownReferenceError
 from casstore.names import check_name
-from casstore.store.index import Index, Txn
+from casstore.store.handle import StoreHandle
+from casstore.store.index import Txn
 from casstore.store.records import NamedRecord, Reference, TaskRevision, TasksetRevision
 
 __all__ = ["Names", "latest_revision", "pick", "resolve", "revision"]
@@ -46,16 +47,16 @@ def latest_revision(txn: Txn, key: str) -> TaskRevision | None:
     return None if revision is None else TaskRevision.model_validate(revision)
 
 
-def revision(index: Index, digest: str) -> TaskRevision:
-    """The task revision of ``digest``; UnknownReferenceError if absent."""
-    raw = index.read(lambda txn: txn.get("revisions", digest))
+def revision(store: StoreHandle, digest: str) -> TaskRevision:
+    """The task revision of ``digest`` in ``store``; UnknownReferenceError if absent."""
+    raw = store.index.read(lambda txn: txn.get("revisions", digest))
     if raw is None:
         raise UnknownReferenceError(digest, "no task revision with that digest")
     return TaskRevision.model_validate(raw)
 
 
-def resolve(index: Index, ref: str) -> tuple[str, list[tuple[str, TaskRevision]]]:
-    """Resolve a taskset reference (tried first) or a task reference.
+def resolve(store: StoreHandle, ref: str) -> tuple[str, list[tuple[str, TaskRevision]]]:
+    """Resolve a taskset reference (tried first) or a task reference in ``store``.
 
     Returns ``(kind, [(task key, revision), ...])`` with kind ``"taskset"`` or ``"task"``.
     Raises UnknownReferenceError when neither exists, UsageError when malformed.
@@ -71,7 +72,7 @@ def resolve(index: Index, ref: str) -> tuple[str, list[tuple[str, TaskRevision]]
         raw = pick(txn, "tasks", "revisions", parsed)
         return "task", [(parsed.key, TaskRevision.model_validate(raw))]
 
-    return index.read(body)
+    return store.index.read(body)
 
 
 def _pinned(txn: Txn, pin: dict[str, str]) -> tuple[str, TaskRevision]:
@@ -83,11 +84,13 @@ def _pinned(txn: Txn, pin: dict[str, str]) -> tuple[str, TaskRevision]:
 
 
 class Names[R: (TaskRevision, TasksetRevision)]:
-    """The names of one kind in an index: ``names_db`` (``tasks`` or ``tasksets``) and their
+    """The names of one kind in a store: ``names_db`` (``tasks`` or ``tasksets``) and their
     revisions in ``revisions_db``, read as ``model``."""
 
-    def __init__(self, index: Index, names_db: str, revisions_db: str, model: type[R]) -> None:
-        self._index = index
+    def __init__(
+        self, store: StoreHandle, names_db: str, revisions_db: str, model: type[R]
+    ) -> None:
+        self._store = store
         self._names_db = names_db
         self._revisions_db = revisions_db
         self._model = model
@@ -103,7 +106,7 @@ class Names[R: (TaskRevision, TasksetRevision)]:
             record = NamedRecord.model_validate(txn.get(self._names_db, parsed.key))
             return record, self._model.model_validate(raw)
 
-        return self._index.read(body)
+        return self._store.index.read(body)
 
     def list(self, workspace: str | None = None) -> list[tuple[NamedRecord, R]]:
         """Every name (optionally of one workspace) with its latest revision, sorted."""
@@ -117,4 +120,4 @@ class Names[R: (TaskRevision, TasksetRevision)]:
                 rows.append((record, self._model.model_validate(latest)))
             return rows
 
-        return self._index.read(body)
+        return self._store.index.read(body)

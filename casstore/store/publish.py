@@ -19,7 +19,8 @@ from casstore.archive.scan import scan_tree
 from casstore.errors import PublicationError, StoreError
 from casstore.names import check_name, check_prefix, default_name
 from casstore.store.fileset import DEFAULT_FILESET, ArchiveRef, Filesets, StoredArchive
-from casstore.store.index import Index, Txn
+from casstore.store.handle import StoreHandle
+from casstore.store.index import Txn
 from casstore.store.lookup import latest_revision
 from casstore.store.records import (
     DEFAULT_WORKSPACE,
@@ -83,8 +84,7 @@ class _Target:
 
 
 def publish(
-    index: Index,
-    filesets: Filesets,
+    store: StoreHandle,
     task: DiscoveredTask,
     name: str | None = None,
     *,
@@ -95,7 +95,8 @@ def publish(
     create: bool = False,
     limits: Limits | None = None,
 ) -> PublishResult:
-    """Publish one discovered task under ``name`` (default: native id with ``/`` → ``-``).
+    """Publish one discovered task in ``store`` under ``name`` (default: native id with
+    ``/`` → ``-``).
 
     If the name's latest revision has the same content digest and scoring definition
     (metrics, views) and its archive file passes verification (address, structure, content
@@ -113,15 +114,15 @@ def publish(
     target = _Target(workspace, fileset, check_prefix(prefix), compression)
     limits = limits or Limits()
     key = f"{workspace}/{name}"
-    existing = index.read(lambda txn: latest_revision(txn, key))
+    existing = store.index.read(lambda txn: latest_revision(txn, key))
     if existing is not None:
         if create:
             raise StoreError(key, NAME_EXISTS)
         if _same(existing, task.content_digest, task.metrics, task.views):
-            if filesets.intact(existing, limits):
+            if store.filesets.intact(existing, limits):
                 return _result(workspace, name, existing, reused=True)
             target = _repair(existing)
-    revision, stored = _store(filesets, task, target, limits)
+    revision, stored = _store(store.filesets, task, target, limits)
     prepared = PreparedTask(
         workspace=workspace,
         name=name,
@@ -129,7 +130,7 @@ def publish(
         revision=revision,
         source_dir=str(task.source_dir),
     )
-    result = retry(index, filesets, prepared)
+    result = retry(store, prepared)
     repaired = stored.repaired or (target.damaged is not None and stored.written)
     return result.model_copy(update={"written": stored.written, "repaired": repaired})
 
@@ -178,14 +179,15 @@ def _store(
     return revision, stored
 
 
-def retry(index: Index, filesets: Filesets, prepared: PreparedTask) -> PublishResult:
-    """Register a prepared task (its archive already stored) in one write transaction.
+def retry(store: StoreHandle, prepared: PreparedTask) -> PublishResult:
+    """Register a prepared task (its archive already stored in ``store``) in one write
+    transaction.
 
     Raises :class:`PublicationError` carrying ``prepared`` on any failure (e.g. the name
     exists and ``prepared.create``, the archive file is missing, the index fails).
     """
     try:
-        return index.write(lambda txn: _register(txn, filesets, prepared))
+        return store.index.write(lambda txn: _register(txn, store.filesets, prepared))
     except PublicationError:
         raise
     except (StoreError, OSError, Exception) as error:

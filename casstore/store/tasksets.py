@@ -9,7 +9,8 @@ from pydantic import BaseModel
 
 from casstore.errors import StoreError, UsageError
 from casstore.names import check_name
-from casstore.store.index import Index, Txn
+from casstore.store.handle import StoreHandle
+from casstore.store.index import Txn
 from casstore.store.lookup import Names, pick
 from casstore.store.records import (
     DEFAULT_WORKSPACE,
@@ -42,8 +43,8 @@ class TasksetResult(BaseModel):
 class Tasksets(Names[TasksetRevision]):
     """Taskset names of a store: ``create``/``replace`` pin task revisions."""
 
-    def __init__(self, index: Index) -> None:
-        super().__init__(index, "tasksets", "taskset_revisions", TasksetRevision)
+    def __init__(self, store: StoreHandle) -> None:
+        super().__init__(store, "tasksets", "taskset_revisions", TasksetRevision)
 
     def create(
         self, name: str, tasks: Sequence[str], workspace: str = DEFAULT_WORKSPACE
@@ -91,4 +92,4 @@ class Tasksets(Names[TasksetRevision]):
             txn.put("tasksets", key, record.model_dump())
             return TasksetResult(ref=key, revision=revision.digest, tasks=pins, reused=False)
 
-        return self._index.write(body)
+        return self._store.index.write(body)
