@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
 import typer
@@ -19,7 +19,7 @@ import typer
 from casstore.api import fsck as fsck_store
 from casstore.archive.discover import discover
 from casstore.errors import UsageError
-from casstore.store import DEFAULT_FILESET, DEFAULT_WORKSPACE, Store
+from casstore.store import DEFAULT_FILESET, DEFAULT_WORKSPACE, Store, TaskRevision, TasksetRevision
 from cli.options import CompressionOption, GlobalOptions, JsonOption
 from cli.output import emit_json, out_console, progress_bar
 
@@ -111,6 +111,7 @@ def ls(
 
         return ls_jobs(ctx.obj, json)
     with _store(ctx) as store:
+        rows: list[dict[str, Any]]
         if what is Listing.tasks:
             rows = [
                 {
@@ -148,6 +149,7 @@ def show(
     """Show a taskset (tried first) or task revision."""
     with _store(ctx) as store:
         kind, _ = store.resolve(ref)
+        revision: TaskRevision | TasksetRevision
         if kind == "taskset":
             record, revision = store.tasksets.get(ref)
         else:

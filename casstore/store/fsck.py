@@ -112,15 +112,15 @@ def fsck(
         counts |= checked.counts
         problems += [_problem(p.kind, p.ref, None, p.message) for p in checked.problems]
     referenced: set[str] = set()
-    checked: dict[str, str | None] = {}
+    failures: dict[str, str | None] = {}  # archive reference → failure (None: it passed)
     progress.start(len(snap["revisions"]))
     for digest, raw in snap["revisions"].items():
         revision = TaskRevision.model_validate(raw)
         referenced.add(revision.archive_ref)
         path = filesets.path_of(revision.archive_ref)
-        if revision.archive_ref not in checked:
-            checked[revision.archive_ref] = _check_archive(path, revision)
-        failure = checked[revision.archive_ref]
+        if revision.archive_ref not in failures:
+            failures[revision.archive_ref] = _check_archive(path, revision)
+        failure = failures[revision.archive_ref]
         if failure is not None:
             kind = "missing_archive" if failure == "missing" else "corrupt_archive"
             problems.append(_problem(kind, f"{revision.archive_ref} ({digest})", path, failure))

@@ -93,7 +93,7 @@ class Names[R: (TaskRevision, TasksetRevision)]:
         self._store = store
         self._names_db = names_db
         self._revisions_db = revisions_db
-        self._model = model
+        self._model: type[R] = model
 
     def get(self, ref: str) -> tuple[NamedRecord, R]:
         """The name record and the referenced (default latest) revision of a reference.
