@@ -37,8 +37,8 @@ from pathlib import Path
 
 import pytest
 
+from casstore.progress import NO_PROGRESS
 from casstore.store import Store
-from casstore.store.core import NO_PROGRESS
 from casstore.trials import Jobs, read_job
 
 GROUP = "import-trials"

@@ -8,9 +8,10 @@ missing store: only ``publish`` creates one. Progress bars are drawn only on a t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
 import typer
@@ -18,7 +19,7 @@ import typer
 from casstore.api import fsck as fsck_store
 from casstore.archive.discover import discover
 from casstore.errors import UsageError
-from casstore.store import DEFAULT_FILESET, DEFAULT_WORKSPACE, Store
+from casstore.store import DEFAULT_FILESET, DEFAULT_WORKSPACE, Store, TaskRevision, TasksetRevision
 from cli.options import CompressionOption, GlobalOptions, JsonOption
 from cli.output import emit_json, out_console, progress_bar
 
@@ -85,7 +86,7 @@ def publish(
     if made is not None:
         count = _count(len(made.tasks), "task")
         state = "reused" if made.reused else "new revision, pinning exactly these"
-        out_console.print(f"taskset {made.id}#{made.revision}  {count} ({state})")
+        out_console.print(f"taskset {made.ref}#{made.revision}  {count} ({state})")
 
 
 class Listing(StrEnum):
@@ -110,6 +111,7 @@ def ls(
 
         return ls_jobs(ctx.obj, json)
     with _store(ctx) as store:
+        rows: list[dict[str, Any]]
         if what is Listing.tasks:
             rows = [
                 {
@@ -147,6 +149,7 @@ def show(
     """Show a taskset (tried first) or task revision."""
     with _store(ctx) as store:
         kind, _ = store.resolve(ref)
+        revision: TaskRevision | TasksetRevision
         if kind == "taskset":
             record, revision = store.tasksets.get(ref)
         else:
@@ -178,46 +181,39 @@ def show(
 taskset_app = typer.Typer(help="Create or replace tasksets (pinned task revisions).")
 
 
-def _taskset(ctx: typer.Context, name: str, tasks: list[str], workspace: str, create: bool):
-    with _store(ctx) as store:
-        if create:
-            return store.tasksets.create(name, tasks, workspace)
-        return store.tasksets.replace(name, tasks, workspace)
-
-
-def _print_taskset(result, json: bool) -> None:
-    if json:
-        emit_json({"id": result.id, "revision": result.revision, "tasks": result.tasks})
-        return
-    state = "reused" if result.reused else "new"
-    out_console.print(f"{state} {result.id}#{result.revision}  {_count(len(result.tasks), 'task')}")
-
-
 TasksArgument = Annotated[list[str], typer.Argument(help="Task names or references.")]
 
 
-@taskset_app.command("create")
-def taskset_create(
-    ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Taskset name.")],
-    tasks: TasksArgument,
-    workspace: WorkspaceOption = DEFAULT_WORKSPACE,
-    json: JsonOption = False,
-) -> None:
-    """Create a taskset pinning the current revision of each task (fails if it exists)."""
-    _print_taskset(_taskset(ctx, name, tasks, workspace, True), json)
+def _taskset_command(create: bool) -> Callable[..., None]:
+    """``taskset create`` (``create``: the name must be new) or ``taskset replace``."""
+
+    def command(
+        ctx: typer.Context,
+        name: Annotated[str, typer.Argument(help="Taskset name.")],
+        tasks: TasksArgument,
+        workspace: WorkspaceOption = DEFAULT_WORKSPACE,
+        json: JsonOption = False,
+    ) -> None:
+        with _store(ctx) as store:
+            write = store.tasksets.create if create else store.tasksets.replace
+            result = write(name, tasks, workspace)
+        if json:
+            emit_json(result.to_json())
+            return
+        state = "reused" if result.reused else "new"
+        count = _count(len(result.tasks), "task")
+        out_console.print(f"{state} {result.ref}#{result.revision}  {count}")
+
+    return command
 
 
-@taskset_app.command("replace")
-def taskset_replace(
-    ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Taskset name.")],
-    tasks: TasksArgument,
-    workspace: WorkspaceOption = DEFAULT_WORKSPACE,
-    json: JsonOption = False,
-) -> None:
-    """Create a taskset or add a revision pinning the tasks' current revisions."""
-    _print_taskset(_taskset(ctx, name, tasks, workspace, False), json)
+taskset_app.command(
+    "create",
+    help="Create a taskset pinning the current revision of each task (fails if it exists).",
+)(_taskset_command(create=True))
+taskset_app.command(
+    "replace", help="Create a taskset or add a revision pinning the tasks' current revisions."
+)(_taskset_command(create=False))
 
 
 def checkout(

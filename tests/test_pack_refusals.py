@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import casstore.archive.pack
+import casstore.archive.tarbuild
 from casstore.archive.limits import Limits
 from casstore.archive.pack import pack_tree, write_archive
 from casstore.archive.read import extract_archive, verify_archive
@@ -513,9 +514,9 @@ def test_special_mode_bits_are_kept(task: Path, out: Path, tmp_path: Path) -> No
 
 
 def _on_first_read_of(path: Path, change: Callable[[], None], monkeypatch) -> None:
-    """Make ``casstore.archive.pack._read_into`` call ``change`` right after its first read of
+    """Make ``casstore.archive.tarbuild._read_into`` call ``change`` right after its first read of
     ``path`` (matched by inode), so the file changes while it is being packed."""
-    real = casstore.archive.pack._read_into
+    real = casstore.archive.tarbuild._read_into
     inode = os.stat(path).st_ino
     done: list[bool] = []
 
@@ -526,7 +527,7 @@ def _on_first_read_of(path: Path, change: Callable[[], None], monkeypatch) -> No
             change()
         return got
 
-    monkeypatch.setattr(casstore.archive.pack, "_read_into", read_into)
+    monkeypatch.setattr(casstore.archive.tarbuild, "_read_into", read_into)
 
 
 def test_file_growing_while_read_is_refused(task: Path, out: Path, monkeypatch) -> None:

@@ -15,18 +15,19 @@ from pathlib import Path
 
 import pytest
 
-import casstore.archive.pack
-from casstore.archive.compress import CHUNK
+import casstore.archive.tarbuild
+from casstore.archive.compress import STREAM_BLOCK
 from casstore.archive.limits import Limits
 from casstore.archive.pack import pack_tree, write_archive
 from casstore.archive.scan import scan_tree
 from casstore.errors import CheckError, LimitError, SourceChangedError
 from tests.helpers import make_task
 
-# Sizes around the block and chunk boundaries; the small files between them move the offset
-# at which each one starts, so some fit their chunk, some end exactly on it, some cross it.
-SIZES = [0, 1, 511, 512, 513, 4096, CHUNK - 1536, CHUNK - 1024, CHUNK - 512, CHUNK, CHUNK + 1]
-SIZES += [2 * CHUNK + 100]
+# Sizes around the tar block and stream block boundaries; the small files between them move
+# the offset at which each one starts, so some fit their stream block, some end exactly on it,
+# some cross it.
+SIZES = [0, 1, 511, 512, 513, 4096, STREAM_BLOCK - 1536, STREAM_BLOCK - 1024]
+SIZES += [STREAM_BLOCK - 512, STREAM_BLOCK, STREAM_BLOCK + 1, 2 * STREAM_BLOCK + 100]
 
 
 @pytest.fixture(scope="module")
@@ -88,9 +89,9 @@ def packed_stream(task: Path, limits: Limits | None = None) -> bytes:
 
 
 def _wrap_read(monkeypatch, wrapper: Callable) -> None:
-    real = casstore.archive.pack._read_into
+    real = casstore.archive.tarbuild._read_into
     monkeypatch.setattr(
-        casstore.archive.pack, "_read_into", lambda fd, buffers: wrapper(real, fd, buffers)
+        casstore.archive.tarbuild, "_read_into", lambda fd, buffers: wrapper(real, fd, buffers)
     )
 
 
@@ -128,7 +129,9 @@ def _on_first_read_of(path: Path, change: Callable[[], None], monkeypatch) -> No
     _wrap_read(monkeypatch, changing)
 
 
-@pytest.mark.parametrize("size", [100, 4096, CHUNK - 600, CHUNK + 1, 3 * CHUNK])
+@pytest.mark.parametrize(
+    "size", [100, 4096, STREAM_BLOCK - 600, STREAM_BLOCK + 1, 3 * STREAM_BLOCK]
+)
 def test_growth_seen_by_the_read_is_refused(tmp_path: Path, monkeypatch, size: int) -> None:
     task = make_task(tmp_path)
     target = task / "data.bin"
@@ -147,7 +150,9 @@ def test_growth_seen_by_the_read_is_refused(tmp_path: Path, monkeypatch, size: i
     )
 
 
-@pytest.mark.parametrize("size", [100, 4096, CHUNK - 600, CHUNK + 1, 3 * CHUNK])
+@pytest.mark.parametrize(
+    "size", [100, 4096, STREAM_BLOCK - 600, STREAM_BLOCK + 1, 3 * STREAM_BLOCK]
+)
 def test_shrinking_seen_by_the_read_is_refused(tmp_path: Path, monkeypatch, size: int) -> None:
     task = make_task(tmp_path)
     target = task / "data.bin"
@@ -208,13 +213,13 @@ def test_archive_limit_is_refused_after_the_block_that_passes_it(tmp_path: Path)
     """Blocks are hashed and compressed on a background thread: its error is the packer's,
     with the value of the sequential order ('none' writes each 1 MiB block as is)."""
     task = make_task(tmp_path)
-    (task / "big.bin").write_bytes(random.Random(1).randbytes(3 * CHUNK))
+    (task / "big.bin").write_bytes(random.Random(1).randbytes(3 * STREAM_BLOCK))
     with pytest.raises(LimitError) as info:
-        packed_stream(task, Limits(max_archive_bytes=CHUNK + 10))
+        packed_stream(task, Limits(max_archive_bytes=STREAM_BLOCK + 10))
     assert (info.value.limit, info.value.value, info.value.bound) == (
         "max_archive_bytes",
-        2 * CHUNK,
-        CHUNK + 10,
+        2 * STREAM_BLOCK,
+        STREAM_BLOCK + 10,
     )
     assert _packing_threads() == []
 
@@ -225,11 +230,11 @@ def test_an_error_of_earlier_blocks_comes_before_a_later_change(
     """The archive limit is passed by the stream's second block; a file read after that block
     changes: the limit is reported, as a packer without a background thread would."""
     task = make_task(tmp_path)
-    (task / "a.bin").write_bytes(random.Random(2).randbytes(2 * CHUNK + 5000))
+    (task / "a.bin").write_bytes(random.Random(2).randbytes(2 * STREAM_BLOCK + 5000))
     target = task / "z.txt"
     for limits, error in [
         (None, SourceChangedError),
-        (Limits(max_archive_bytes=CHUNK + 10), LimitError),
+        (Limits(max_archive_bytes=STREAM_BLOCK + 10), LimitError),
     ]:
         target.write_bytes(b"z" * 100)
         _on_first_read_of(target, lambda: os.truncate(target, 0), monkeypatch)
@@ -237,7 +242,7 @@ def test_an_error_of_earlier_blocks_comes_before_a_later_change(
             packed_stream(task, limits)
         assert type(info.value) is error
         assert _packing_threads() == []
-    assert (info.value.limit, info.value.value) == ("max_archive_bytes", 2 * CHUNK)
+    assert (info.value.limit, info.value.value) == ("max_archive_bytes", 2 * STREAM_BLOCK)
 
 
 @pytest.mark.parametrize("replacement", ["directory", "fifo"])

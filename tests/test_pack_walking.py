@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-import casstore.archive.pack
-from casstore.archive.compress import CHUNK
+import casstore.archive.output
+import casstore.archive.tarbuild
+from casstore.archive.compress import STREAM_BLOCK
 from casstore.archive.limits import Limits
 from casstore.archive.pack import pack_tree, write_archive
 from casstore.archive.read import verify_archive
@@ -43,7 +44,7 @@ def task(tmp_path: Path) -> Path:
     (task / "a").mkdir()
     rng = random.Random(7)
     for index in range(DATA_FILES):
-        (task / "a" / f"data-{index}.bin").write_bytes(rng.randbytes(2 * CHUNK + 1))
+        (task / "a" / f"data-{index}.bin").write_bytes(rng.randbytes(2 * STREAM_BLOCK + 1))
     return task
 
 
@@ -58,13 +59,13 @@ def out(tmp_path: Path) -> Path:
 def reads(monkeypatch) -> list[int]:
     """The inode of every file the packer reads from, once per read call, in order."""
     seen: list[int] = []
-    real = casstore.archive.pack._read_into
+    real = casstore.archive.tarbuild._read_into
 
     def spy(fd: int, buffers) -> int:
         seen.append(os.fstat(fd).st_ino)
         return real(fd, buffers)
 
-    monkeypatch.setattr(casstore.archive.pack, "_read_into", spy)
+    monkeypatch.setattr(casstore.archive.tarbuild, "_read_into", spy)
     return seen
 
 
@@ -153,7 +154,7 @@ def test_a_scan_error_found_later_wins_over_an_oversized_file_read_earlier(
     scans first, the link error (checked before the size limits) is reported; the oversized
     file is never read."""
     os.symlink("nowhere", task / "z-link")
-    limits = Limits(max_file_bytes=2 * CHUNK)
+    limits = Limits(max_file_bytes=2 * STREAM_BLOCK)
     error = _refused(task, out, SymlinkError, "task/z-link", "dangling", limits=limits)
     assert _inode(task / "a" / "data-0.bin") not in reads
     _same_error(error, _scan_first_error(task, limits))
@@ -161,7 +162,7 @@ def test_a_scan_error_found_later_wins_over_an_oversized_file_read_earlier(
 
 def _change_on_first_read(target: Path, monkeypatch) -> None:
     """Truncate ``target`` right after the packer's first read of it."""
-    real = casstore.archive.pack._read_into
+    real = casstore.archive.tarbuild._read_into
     inode, done = _inode(target), []
 
     def read_into(fd: int, buffers) -> int:
@@ -171,7 +172,7 @@ def _change_on_first_read(target: Path, monkeypatch) -> None:
             os.truncate(target, 0)
         return got
 
-    monkeypatch.setattr(casstore.archive.pack, "_read_into", read_into)
+    monkeypatch.setattr(casstore.archive.tarbuild, "_read_into", read_into)
 
 
 def test_a_file_changed_while_packing_is_refused_naming_it(task, out, monkeypatch) -> None:
@@ -190,14 +191,14 @@ def test_a_scan_error_found_later_wins_over_the_archive_limit(task, out) -> None
     """The background thread fails on the archive limit with the stream's first block (``none``
     writes blocks as they are); the later dangling link is still what is reported."""
     os.symlink("nowhere", task / "z-link")
-    limits = Limits(max_archive_bytes=CHUNK // 2)
+    limits = Limits(max_archive_bytes=STREAM_BLOCK // 2)
     _refused(task, out, SymlinkError, "task/z-link", "dangling", "none", limits=limits)
     os.unlink(task / "z-link")
     with pytest.raises(LimitError) as info:
         pack_tree(task, out, "none", limits)
     assert (info.value.limit, info.value.value, info.value.path) == (
         "max_archive_bytes",
-        CHUNK,
+        STREAM_BLOCK,
         None,
     )
     assert os.listdir(out.parent) == []
@@ -262,13 +263,13 @@ def _full_disk(monkeypatch, room: int) -> None:
     def fdopen(fd: int, mode: str) -> io.BufferedWriter:
         return io.BufferedWriter(_FullDisk(fd, room))
 
-    monkeypatch.setattr(casstore.archive.pack.os, "fdopen", fdopen)
+    monkeypatch.setattr(casstore.archive.output.os, "fdopen", fdopen)
 
 
 def test_disk_full_names_the_output_and_never_hides_a_scan_error(
     task: Path, out: Path, monkeypatch
 ) -> None:
-    _full_disk(monkeypatch, room=3 * CHUNK)
+    _full_disk(monkeypatch, room=3 * STREAM_BLOCK)
     with pytest.raises(OSError) as full:
         pack_tree(task, out, "none")
     assert full.value.errno == 28 and full.value.filename == str(out)
@@ -284,6 +285,6 @@ def test_disk_full_names_the_output_and_never_hides_a_scan_error(
 def test_expanded_limit_names_the_entry_being_written(task: Path, out: Path) -> None:
     # data-0.bin (2 MiB + 1 and its header) fits in 3 MiB of tar stream; data-1.bin breaks it
     with pytest.raises(LimitError, match="max_expanded_bytes") as over:
-        pack_tree(task, out, "zstd", Limits(max_expanded_bytes=3 * CHUNK))
+        pack_tree(task, out, "zstd", Limits(max_expanded_bytes=3 * STREAM_BLOCK))
     assert over.value.path is not None and over.value.path.endswith("a/data-1.bin")
     assert os.listdir(out.parent) == []

@@ -196,7 +196,7 @@ def test_tasksets_pin_revisions(store: Store, tmp_path: Path) -> None:
     b = write_task(tmp_path / "src", "b")
     ra, rb = store.publish(discover(a)[0]), store.publish(discover(b)[0])
     created = store.tasksets.create("set", ["b", "default/a"])
-    assert created.id == "default/set" and not created.reused
+    assert created.ref == "default/set" and not created.reused
     assert created.tasks == [
         {"task": "default/a", "revision": ra.revision},
         {"task": "default/b", "revision": rb.revision},

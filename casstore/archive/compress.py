@@ -9,9 +9,9 @@ same for any number of workers >= 1 with the same parameters; the small job size
 memory near 60 MiB where zstd's default jobs take about 200 MiB). ``none``: the tar stream
 as is.
 
-Decoders yield the uncompressed stream in chunks of at most ``CHUNK`` bytes whatever the input
-(no decompression bomb reaches memory), refuse trailing bytes after the compressed stream, and
-raise :class:`CorruptArchiveError` for any decoding failure.
+Decoders yield the uncompressed stream in pieces of at most :data:`STREAM_BLOCK` bytes whatever
+the input (no decompression bomb reaches memory), refuse trailing bytes after the compressed
+stream, and raise :class:`CorruptArchiveError` for any decoding failure.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from isal.isal_zlib import crc32  # ISA-L: zlib's CRC-32 at ~6x its speed
 from casstore.errors import CorruptArchiveError, NotCanonicalError
 
 __all__ = [
-    "CHUNK",
     "COMPRESSIONS",
+    "STREAM_BLOCK",
     "Compression",
     "Encoder",
     "decode",
@@ -41,7 +41,10 @@ __all__ = [
 
 Compression = Literal["gzip", "zstd", "none"]
 COMPRESSIONS: tuple[Compression, ...] = ("gzip", "zstd", "none")
-CHUNK = 1 << 20
+STREAM_BLOCK = 1 << 20
+"""The block of the uncompressed tar stream (1 MiB): the packer builds, hashes and hands the
+stream to the encoder in blocks of this size, gzip compresses it in blocks of this size, and
+the decoders yield at most this many bytes at a time."""
 GZIP_LEVEL = 6
 ZSTD_LEVEL = 3
 ZSTD_JOB_SIZE = 1 << 20
@@ -118,7 +121,8 @@ def _deflate(block: bytes | bytearray, dictionary: bytes, last: bool) -> bytes:
 
 
 class _GzipEncoder:
-    """Block-parallel deflate: fixed ``CHUNK`` blocks, so the output never depends on timing."""
+    """Block-parallel deflate: fixed :data:`STREAM_BLOCK` blocks, so the output never depends
+    on timing."""
 
     def __init__(self, write: Write) -> None:
         self._write = write
@@ -132,13 +136,13 @@ class _GzipEncoder:
         write(GZIP_HEADER)
 
     def feed(self, block: bytes | bytearray) -> None:
-        if not self._buffer and len(block) == CHUNK:
+        if not self._buffer and len(block) == STREAM_BLOCK:
             self._submit(block, last=False)
             return
         self._buffer += block
-        while len(self._buffer) >= CHUNK:
-            self._submit(bytes(self._buffer[:CHUNK]), last=False)
-            del self._buffer[:CHUNK]
+        while len(self._buffer) >= STREAM_BLOCK:
+            self._submit(bytes(self._buffer[:STREAM_BLOCK]), last=False)
+            del self._buffer[:STREAM_BLOCK]
 
     def finish(self) -> None:
         self._submit(bytes(self._buffer), last=True)
@@ -181,7 +185,7 @@ def detect(head: bytes) -> Compression:
 
 
 def decode(compression: Compression, source: BinaryIO) -> Iterator[bytes]:
-    """Yield the uncompressed stream of ``source`` in chunks of at most ``CHUNK`` bytes.
+    """Yield the uncompressed stream of ``source`` in pieces of at most ``STREAM_BLOCK`` bytes.
 
     Raises :class:`CorruptArchiveError` for a truncated or damaged stream, a bad checksum or
     bytes after its end; :class:`NotCanonicalError` for a gzip header the packager never writes.
@@ -190,7 +194,7 @@ def decode(compression: Compression, source: BinaryIO) -> Iterator[bytes]:
         return _gunzip(source)
     if compression == "zstd":
         return _unzstd(source)
-    return iter(lambda: source.read(CHUNK), b"")
+    return iter(lambda: source.read(STREAM_BLOCK), b"")
 
 
 def _gunzip(source: BinaryIO) -> Iterator[bytes]:
@@ -203,11 +207,11 @@ def _gunzip(source: BinaryIO) -> Iterator[bytes]:
     crc, size = 0, 0
     pending = b""
     while not inflater.eof:
-        pending = inflater.unconsumed_tail or source.read(CHUNK)
+        pending = inflater.unconsumed_tail or source.read(STREAM_BLOCK)
         if not pending:
             raise CorruptArchiveError(None, "gzip stream is truncated")
         try:
-            out = inflater.decompress(pending, CHUNK)
+            out = inflater.decompress(pending, STREAM_BLOCK)
         except zlib.error as error:
             raise CorruptArchiveError(None, f"gzip stream is damaged: {error}") from error
         crc, size = crc32(out, crc), size + len(out)
@@ -233,10 +237,10 @@ def _unzstd(source: BinaryIO) -> Iterator[bytes]:
     tracker = _ZstdFrameEnd(source)
     reader = zstandard.ZstdDecompressor(max_window_size=_MAX_ZSTD_WINDOW)
     try:
-        yield from reader.read_to_iter(tracker, read_size=CHUNK, write_size=CHUNK)
+        yield from reader.read_to_iter(tracker, read_size=STREAM_BLOCK, write_size=STREAM_BLOCK)
     except zstandard.ZstdError as error:
         raise CorruptArchiveError(None, f"zstd stream is damaged: {error}") from error
-    while tracker.read(CHUNK):
+    while tracker.read(STREAM_BLOCK):
         pass
     if tracker.end is None or tracker.end > tracker.total:
         raise CorruptArchiveError(None, "zstd frame is truncated")

@@ -14,11 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from casstore.archive.compress import Compression, decode, detect
+from casstore.archive.compress import decode, detect
 from casstore.archive.extract import Extractor
 from casstore.archive.layout import TaskLayout, check_tree_layout
 from casstore.archive.limits import Limits
 from casstore.archive.links import Node, check_link
+from casstore.archive.summary import ArchiveSummary
 from casstore.archive.tarformat import Member, encode_header, sort_key
 from casstore.archive.tarstream import ByteStream, RawMember, read_members
 from casstore.digest import Digest, new_hasher
@@ -39,29 +40,15 @@ _PATH_MAX = 4096  # a link target must be shorter (Linux PATH_MAX, terminating N
 
 
 @dataclass(frozen=True, slots=True)
-class VerifyResult:
-    """A verified archive: ``address`` (sha256 of its bytes), ``content_digest`` (blake3 of
-    the tar stream), ``entries``, ``payload_bytes``, ``archive_bytes``, ``compression``, the
-    top-level directory name ``top`` and the Harbor ``layout``."""
+class VerifyResult(ArchiveSummary):
+    """A verified archive: an :class:`ArchiveSummary` and its top-level directory name
+    ``top``."""
 
-    address: Digest
-    content_digest: Digest
-    entries: int
-    payload_bytes: int
-    archive_bytes: int
-    compression: Compression
     top: str
-    layout: TaskLayout
 
     def to_json(self) -> dict[str, object]:
         """The ``casstore verify --json`` object of a passing archive."""
-        return {
-            "ok": True,
-            "address": str(self.address),
-            "content_digest": str(self.content_digest),
-            "entries": self.entries,
-            "error": None,
-        }
+        return {"ok": True} | self.digests() | {"error": None}
 
 
 def verify_archive(

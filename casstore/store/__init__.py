@@ -6,18 +6,14 @@
 
 from casstore.progress import Progress
 from casstore.store.checkout import CheckoutResult, load_harbor_task
-from casstore.store.core import (
-    DEFAULT_FILESET,
-    DEFAULT_WORKSPACE,
-    PreparedTask,
-    PublishResult,
-    Store,
-    TasksetResult,
-)
-from casstore.store.fileset import ArchiveRef
-from casstore.store.fsck import FsckReport, GcReport
+from casstore.store.core import Store
+from casstore.store.fileset import DEFAULT_FILESET, ArchiveRef
+from casstore.store.fsck import FsckReport
+from casstore.store.gc import GcReport
 from casstore.store.index import SCHEMA_VERSION, Index
-from casstore.store.records import Reference, TaskRevision, TasksetRevision
+from casstore.store.publish import PreparedTask, PublishResult
+from casstore.store.records import DEFAULT_WORKSPACE, Reference, TaskRevision, TasksetRevision
+from casstore.store.tasksets import TasksetResult
 
 __all__ = [
     "DEFAULT_FILESET",

@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -24,11 +24,11 @@ from casstore.errors import (
     TaskFormatError,
     UsageError,
 )
-from casstore.progress import Progress
+from casstore.progress import NO_PROGRESS, Progress
 from casstore.store.fileset import in_archive
-
-if TYPE_CHECKING:
-    from casstore.store.core import Store
+from casstore.store.handle import StoreHandle
+from casstore.store.lookup import resolve
+from casstore.store.records import TaskRevision
 
 __all__ = ["CheckoutResult", "checkout", "load_harbor_task"]
 
@@ -53,18 +53,18 @@ def load_harbor_task(path: Path) -> Any:
         raise TaskFormatError(str(path), f"Harbor cannot load the task: {error}") from error
 
 
-def checkout(store: Store, ref: str, dest: Path, progress: Progress) -> CheckoutResult:
-    """Check out ``ref`` into ``dest`` (must not exist, or be an empty directory), laid out as
-    ``dest/<task dir name>/...``.
+def checkout(
+    store: StoreHandle, ref: str, dest: Path, progress: Progress = NO_PROGRESS
+) -> CheckoutResult:
+    """Check out ``ref`` of ``store`` into ``dest`` (must not exist, or be an empty
+    directory), laid out as ``dest/<task dir name>/...``.
 
     Raises UnknownReferenceError / UsageError for a bad reference or ``dest``; StoreError
     for a missing archive or two tasks with one directory name; the check errors
     (DigestMismatchError, CorruptArchiveError, ...) for an archive that fails verification.
     """
-    from casstore.store.core import archive_path
-
-    kind, items = store.resolve(ref)
     dest = Path(dest)
+    kind, items = resolve(store, ref)
     if dest.is_symlink() or (dest.exists() and (not dest.is_dir() or any(dest.iterdir()))):
         raise UsageError(str(dest), "the checkout destination must not exist or be empty")
     dirs = [revision.dir_name for _, revision in items]
@@ -77,24 +77,8 @@ def checkout(store: Store, ref: str, dest: Path, progress: Progress) -> Checkout
     rows = []
     try:
         for position, (task, revision) in enumerate(items):
-            path = archive_path(store, revision)
-            if not path.is_file():
-                raise StoreError(str(path), f"archive missing ({revision.archive_ref})")
-            scratch = staging / f".extract-{position}"
-            try:
-                result = extract_archive(path, scratch, revision.address)
-            except CheckError as error:
-                in_archive(error, path)
-                raise
-            if str(result.content_digest) != revision.content_digest:
-                raise DigestMismatchError(
-                    str(path),
-                    f"content digest {result.content_digest} != {revision.content_digest}",
-                )
-            target = staging / revision.dir_name
-            os.rename(scratch / result.top, target)
-            scratch.rmdir()
-            load_harbor_task(target)
+            path = store.filesets.path_of(revision.archive_ref)
+            _extract_task(path, revision, staging, position)
             rows.append(
                 {
                     "task": task,
@@ -111,3 +95,25 @@ def checkout(store: Store, ref: str, dest: Path, progress: Progress) -> Checkout
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return CheckoutResult(ref=ref, kind=kind, dest=str(dest), tasks=rows)
+
+
+def _extract_task(path: Path, revision: TaskRevision, staging: Path, position: int) -> None:
+    """Extract the archive ``path`` of ``revision`` into ``staging/<dir name>`` (through
+    ``staging/.extract-<position>``), check its content digest and load it with Harbor."""
+    if not path.is_file():
+        raise StoreError(str(path), f"archive missing ({revision.archive_ref})")
+    scratch = staging / f".extract-{position}"
+    try:
+        result = extract_archive(path, scratch, revision.address)
+    except CheckError as error:
+        in_archive(error, path)
+        raise
+    if str(result.content_digest) != revision.content_digest:
+        raise DigestMismatchError(
+            str(path),
+            f"content digest {result.content_digest} != {revision.content_digest}",
+        )
+    target = staging / revision.dir_name
+    os.rename(scratch / result.top, target)
+    scratch.rmdir()
+    load_harbor_task(target)

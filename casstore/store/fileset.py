@@ -30,6 +30,7 @@ from casstore.store.records import TaskRevision
 
 __all__ = [
     "ARCHIVE_NAME",
+    "DEFAULT_FILESET",
     "TEMP_PREFIX",
     "ArchiveRef",
     "Filesets",
@@ -38,6 +39,7 @@ __all__ = [
 ]
 
 ARCHIVE_NAME = "task_archive"
+DEFAULT_FILESET = "harbor-tasks"
 TEMP_PREFIX = ".tmp-"
 
 
@@ -146,45 +148,18 @@ class Filesets:
             ref = ArchiveRef(workspace, fileset, relative)
             final = self.path_of(ref)
             final.parent.mkdir(exist_ok=True)
-            written, repaired = True, False
-            try:
-                os.link(temporary, final)
-            except FileExistsError:
-                written = False
-                if not self._verifies(final, result, limits):
-                    verify_archive(Path(temporary), result.address, limits)
-                    os.replace(temporary, final)
-                    written = repaired = True
+            written, repaired = _place(Path(temporary), final, result, limits)
             fsync_dir(final.parent)
         finally:
             Path(temporary).unlink(missing_ok=True)
-        try:
-            verified = verify_archive(final, result.address, limits)
-        except CheckError as error:
-            raise StoreError(
-                str(final), f"the stored archive fails verification: {error}"
-            ) from error
-        if verified.content_digest != result.content_digest:
-            raise StoreError(str(final), "the stored archive holds different content")
+        verified = _read_back(final, result, limits)
         return result, StoredArchive(ref, final, verified, written, repaired)
 
     def intact(self, revision: TaskRevision, limits: Limits) -> bool:
         """True when ``revision``'s archive file exists and passes verification (address,
         structure, content digest)."""
         path = self.path_of(revision.archive_ref)
-        try:
-            verified = verify_archive(path, revision.address, limits)
-        except (CheckError, UsageError, OSError):
-            return False
-        return str(verified.content_digest) == revision.content_digest
-
-    @staticmethod
-    def _verifies(path: Path, result: PackResult, limits: Limits) -> bool:
-        try:
-            verified = verify_archive(path, result.address, limits)
-        except (CheckError, UsageError, OSError):
-            return False
-        return verified.content_digest == result.content_digest
+        return _verifies(path, revision.address, revision.content_digest, limits)
 
     def archives(self) -> Iterator[tuple[str, Path]]:
         """Every ``(archive reference, path)`` on disk, sorted."""
@@ -211,3 +186,40 @@ class Filesets:
             except OSError:
                 return
             parent = parent.parent
+
+
+def _place(temporary: Path, final: Path, result: PackResult, limits: Limits) -> tuple[bool, bool]:
+    """Hard-link the archive file ``temporary`` (of ``result``) at its address ``final``:
+    ``(written, repaired)``. A file already there that passes verification is kept
+    ``(False, False)``; one that fails it is replaced by ``temporary``, verified first
+    ``(True, True)``."""
+    try:
+        os.link(temporary, final)
+    except FileExistsError:
+        if _verifies(final, result.address, result.content_digest, limits):
+            return False, False
+        verify_archive(temporary, result.address, limits)
+        os.replace(temporary, final)
+        return True, True
+    return True, False
+
+
+def _read_back(final: Path, result: PackResult, limits: Limits) -> VerifyResult:
+    """Verify the stored file ``final`` against ``result``; StoreError if it fails."""
+    try:
+        verified = verify_archive(final, result.address, limits)
+    except CheckError as error:
+        raise StoreError(str(final), f"the stored archive fails verification: {error}") from error
+    if verified.content_digest != result.content_digest:
+        raise StoreError(str(final), "the stored archive holds different content")
+    return verified
+
+
+def _verifies(path: Path, address: Digest | str, content: Digest | str, limits: Limits) -> bool:
+    """True when the archive file ``path`` has ``address`` and the ``content`` digest, and
+    passes verification; False for any failure (absent, unreadable, damaged)."""
+    try:
+        verified = verify_archive(path, address, limits)
+    except (CheckError, UsageError, OSError):
+        return False
+    return str(verified.content_digest) == str(content)

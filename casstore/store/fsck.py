@@ -1,4 +1,4 @@
-"""fsck (report only, never deletes) and gc (removes orphan archives).
+"""fsck: re-verify a store, report only (never deletes; :mod:`casstore.store.gc` removes).
 
 Problems: ``missing_archive`` (a revision's file is absent), ``corrupt_archive`` (fails
 verification: address, structure or content digest), ``dangling_reference`` (a name's history or a
@@ -14,21 +14,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
 from casstore.archive.read import verify_archive
-from casstore.errors import CheckError, UsageError
-from casstore.progress import Progress
+from casstore.errors import CheckError
+from casstore.progress import NO_PROGRESS, Progress
 from casstore.store.fileset import in_archive
+from casstore.store.handle import StoreHandle
 from casstore.store.index import Txn
 from casstore.store.records import NamedRecord, TaskRevision, TasksetRevision
 
-if TYPE_CHECKING:
-    from casstore.store.core import Store
-
-__all__ = ["Check", "Checked", "FsckReport", "GcReport", "Problem", "fsck", "gc"]
+__all__ = ["Check", "Checked", "FsckReport", "Problem", "fsck"]
 
 
 class Problem(NamedTuple):
@@ -75,18 +73,6 @@ class FsckReport(BaseModel):
         return int((self.model_extra or {}).get(name, 0))
 
 
-class GcReport(BaseModel):
-    """``removed`` archive references (or those that would be, with ``dry_run``), removed
-    ``temporaries``, ``freed_bytes``, and ``kept_young``: unreferenced archives spared because
-    they are younger than the minimum age."""
-
-    dry_run: bool
-    removed: list[str]
-    temporaries: list[str]
-    freed_bytes: int
-    kept_young: list[str] = []
-
-
 def _snapshot(txn: Txn) -> dict[str, dict[str, Any]]:
     return {
         db: dict(txn.items(db)) for db in ("tasks", "revisions", "tasksets", "taskset_revisions")
@@ -112,31 +98,34 @@ def _problem(kind: str, ref: str, path: Path | None, detail: str) -> dict[str, s
     return {"kind": kind, "ref": ref, "path": str(path) if path else None, "message": detail}
 
 
-def fsck(store: Store, progress: Progress, checks: Sequence[Check] = ()) -> FsckReport:
+def fsck(
+    store: StoreHandle, progress: Progress = NO_PROGRESS, checks: Sequence[Check] = ()
+) -> FsckReport:
     """Re-verify every archive and reference of ``store``, and run ``checks`` (e.g. of the
     imported jobs) on its index; never modifies anything."""
-    snap = store.index.read(_snapshot)
+    index, filesets = store.index, store.filesets
+    snap = index.read(_snapshot)
     problems = _dangling(snap)
     counts: dict[str, int] = {}
     for check in checks:
-        checked = store.index.read(check)
+        checked = index.read(check)
         counts |= checked.counts
         problems += [_problem(p.kind, p.ref, None, p.message) for p in checked.problems]
     referenced: set[str] = set()
-    checked: dict[str, str | None] = {}
+    failures: dict[str, str | None] = {}  # archive reference → failure (None: it passed)
     progress.start(len(snap["revisions"]))
     for digest, raw in snap["revisions"].items():
         revision = TaskRevision.model_validate(raw)
         referenced.add(revision.archive_ref)
-        path = store.filesets.path_of(revision.archive_ref)
-        if revision.archive_ref not in checked:
-            checked[revision.archive_ref] = _check_archive(path, revision)
-        failure = checked[revision.archive_ref]
+        path = filesets.path_of(revision.archive_ref)
+        if revision.archive_ref not in failures:
+            failures[revision.archive_ref] = _check_archive(path, revision)
+        failure = failures[revision.archive_ref]
         if failure is not None:
             kind = "missing_archive" if failure == "missing" else "corrupt_archive"
             problems.append(_problem(kind, f"{revision.archive_ref} ({digest})", path, failure))
         progress.advance(revision.dir_name)
-    on_disk = dict(store.filesets.archives())
+    on_disk = dict(filesets.archives())
     return FsckReport(
         ok=not problems,
         tasks=len(snap["tasks"]),
@@ -145,7 +134,7 @@ def fsck(store: Store, progress: Progress, checks: Sequence[Check] = ()) -> Fsck
         archives=len(on_disk),
         problems=problems,
         orphans=sorted(set(on_disk) - referenced),
-        temporaries=[str(path) for path in store.filesets.temporaries()],
+        temporaries=[str(path) for path in filesets.temporaries()],
         **counts,
     )
 
@@ -160,45 +149,3 @@ def _check_archive(path: Path, revision: TaskRevision) -> str | None:
     if str(result.content_digest) != revision.content_digest:
         return f"{path}: content digest {result.content_digest} != {revision.content_digest}"
     return None
-
-
-def gc(store: Store, dry_run: bool, min_age: float) -> GcReport:
-    """Remove archive files no revision references, and temporaries, older than ``min_age``
-    seconds (a concurrent publication's not yet registered archive is younger). Runs while
-    holding the index's write lock, so no registration interleaves; ``dry_run`` only lists."""
-    import time
-
-    if not min_age >= 0:
-        raise UsageError(str(min_age), "the minimum age must be a number of seconds >= 0")
-    cutoff = time.time() - min_age
-
-    def body(txn: Txn) -> GcReport:
-        referenced = {
-            TaskRevision.model_validate(raw).archive_ref for _, raw in txn.items("revisions")
-        }
-        removed, young, freed = [], [], 0
-        for ref, path in store.filesets.archives():
-            info = path.lstat()
-            if ref in referenced:
-                continue
-            if info.st_mtime > cutoff:
-                young.append(ref)
-                continue
-            removed.append(ref)
-            freed += info.st_size
-            if not dry_run:
-                store.filesets.remove(path)
-        temporaries = store.filesets.temporaries(older_than=min_age)
-        for path in temporaries:
-            freed += path.lstat().st_size
-            if not dry_run:
-                path.unlink(missing_ok=True)
-        return GcReport(
-            dry_run=dry_run,
-            removed=removed,
-            temporaries=[str(p) for p in temporaries],
-            freed_bytes=freed,
-            kept_young=young,
-        )
-
-    return store.index.write(body, lock_only=True)  # it writes files, never the index

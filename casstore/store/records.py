@@ -17,6 +17,7 @@ from casstore.digest import Digest
 from casstore.names import check_name
 
 __all__ = [
+    "DEFAULT_WORKSPACE",
     "NamedRecord",
     "Reference",
     "RevisionEntry",
@@ -25,6 +26,9 @@ __all__ = [
     "canonical_digest",
     "now",
 ]
+
+DEFAULT_WORKSPACE = "default"
+"""The workspace of a reference that names none."""
 
 
 def canonical(value: Any) -> Any:
@@ -142,7 +146,7 @@ class Reference(BaseModel):
     digest: str | None = None
 
     @classmethod
-    def parse(cls, text: str, default_workspace: str = "default") -> Reference:
+    def parse(cls, text: str, default_workspace: str = DEFAULT_WORKSPACE) -> Reference:
         """Parse ``[workspace/]name[#sha256:<hex>]``; raises :class:`UsageError` if malformed."""
         path, sep, digest = text.partition("#")
         workspace, slash, name = path.rpartition("/")
