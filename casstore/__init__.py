@@ -71,8 +71,9 @@ if TYPE_CHECKING:
     from casstore.errors import CasstoreError
     from casstore.store import Store
     from casstore.store.checkout import CheckoutResult
-    from casstore.store.core import PublishResult, TasksetResult
     from casstore.store.fsck import FsckReport
+    from casstore.store.publish import PublishResult
+    from casstore.store.tasksets import TasksetResult
     from casstore.table.columns import RewardTable
     from casstore.trials.jobstore import Jobs
     from casstore.trials.records import ImportReport
@@ -117,12 +118,12 @@ _HOMES = {
     "Jobs": "casstore.trials.jobstore",
     "Limits": "casstore.archive.limits",
     "PackResult": "casstore.archive.pack",
-    "PublishResult": "casstore.store.core",
+    "PublishResult": "casstore.store.publish",
     "RewardTable": "casstore.table.columns",
     "ScoreReport": "scoring",
     "Store": "casstore.store",
     "TaskCollection": "casstore.archive.discover",
-    "TasksetResult": "casstore.store.core",
+    "TasksetResult": "casstore.store.tasksets",
     "VerifyResult": "casstore.archive.read",
 } | {name: "casstore.api" for name in __all__ if name[0].islower()}
 

@@ -20,8 +20,9 @@ from casstore.progress import NO_PROGRESS, Progress
 from casstore.sources import check_taskset, load_sources, taskset_views
 from casstore.store import DEFAULT_FILESET, DEFAULT_WORKSPACE, Store
 from casstore.store.checkout import CheckoutResult
-from casstore.store.core import PublishResult, TasksetResult
 from casstore.store.fsck import FsckReport
+from casstore.store.publish import PublishResult
+from casstore.store.tasksets import TasksetResult
 from casstore.trials.check import check_jobs
 from casstore.trials.jobstore import Jobs
 from casstore.trials.records import ImportReport
