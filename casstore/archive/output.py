@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from casstore.archive.limits import Limits
-from casstore.digest import new_hasher
+from casstore.archive.summary import ArchiveBytes
 from casstore.errors import UsageError
 
 __all__ = ["FLUSH_EVERY", "Sink", "check_output", "write_to_path"]
@@ -81,14 +81,10 @@ class Sink:
 
     def __init__(self, out: BinaryIO | None, limits: Limits) -> None:
         self._out = out
-        self._limits = limits
-        self.address = new_hasher("sha256")
-        self.size = 0
+        self.bytes = ArchiveBytes(limits)
 
     def write(self, data: bytes | bytearray) -> None:
-        self.size += len(data)
-        self._limits.check("max_archive_bytes", self.size, None)
-        self.address.update(data)
+        self.bytes.add(data)
         if self._out is not None:
             self._out.write(data)
 

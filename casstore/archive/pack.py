@@ -169,11 +169,11 @@ class _ArchiveWriter:
         self._stream.entry = None  # the end-of-archive blocks belong to no entry
         self._stream.close()
         return PackResult(
-            address=self._sink.address.digest(),
+            address=self._sink.bytes.address(),
             content_digest=self._stream.content.digest(),
             entries=len(tree.entries),
             payload_bytes=tree.payload_bytes,
-            archive_bytes=self._sink.size,
+            archive_bytes=self._sink.bytes.size,
             compression=self._compression,
             layout=tree.layout,
         )

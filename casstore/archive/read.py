@@ -19,10 +19,10 @@ from casstore.archive.extract import Extractor
 from casstore.archive.layout import TaskLayout, check_tree_layout
 from casstore.archive.limits import Limits
 from casstore.archive.links import Node, check_link
-from casstore.archive.summary import ArchiveSummary
+from casstore.archive.summary import ArchiveBytes, ArchiveSummary
 from casstore.archive.tarformat import Member, encode_header, sort_key
 from casstore.archive.tarstream import ByteStream, RawMember, read_members
-from casstore.digest import Digest, new_hasher
+from casstore.digest import Digest
 from casstore.errors import (
     CheckError,
     CorruptArchiveError,
@@ -93,15 +93,11 @@ class _HashingFile:
 
     def __init__(self, handle, limits: Limits) -> None:
         self._handle = handle
-        self._limits = limits
-        self.address = new_hasher("sha256")
-        self.size = 0
+        self.bytes = ArchiveBytes(limits)
 
     def read(self, size: int = -1) -> bytes:
         data = self._handle.read(size)
-        self.size += len(data)
-        self._limits.check("max_archive_bytes", self.size, None)
-        self.address.update(data)
+        self.bytes.add(data)
         return data
 
 
@@ -132,7 +128,7 @@ def _read_checked(
             checker.member(raw, stream)
         if source.read(1):
             raise CorruptArchiveError(None, "trailing bytes after the compressed stream")
-    address = source.address.digest()
+    address = source.bytes.address()
     if expect is not None and address != expect:
         raise DigestMismatchError(str(archive), f"address is {address}, expected {expect}")
     layout = checker.finish()
@@ -141,7 +137,7 @@ def _read_checked(
         content_digest=stream.content.digest(),
         entries=checker.entries,
         payload_bytes=checker.payload,
-        archive_bytes=source.size,
+        archive_bytes=source.bytes.size,
         compression=compression,
         top=checker.top,
         layout=layout,

@@ -1,4 +1,5 @@
-"""What packing and reading both tell about one archive: :class:`ArchiveSummary`."""
+"""What packing and reading both know of one archive: its bytes as they pass
+(:class:`ArchiveBytes`) and what they add up to (:class:`ArchiveSummary`)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,32 @@ from dataclasses import dataclass
 
 from casstore.archive.compress import Compression
 from casstore.archive.layout import TaskLayout
-from casstore.digest import Digest
+from casstore.archive.limits import Limits
+from casstore.digest import Digest, new_hasher
 
-__all__ = ["ArchiveSummary"]
+__all__ = ["ArchiveBytes", "ArchiveSummary"]
+
+
+class ArchiveBytes:
+    """An archive's compressed bytes as they are written or read: hashed into its address,
+    counted (``size``) and bounded by ``max_archive_bytes`` (:class:`LimitError` beyond)."""
+
+    __slots__ = ("_hasher", "_limits", "size")
+
+    def __init__(self, limits: Limits) -> None:
+        self._limits = limits
+        self._hasher = new_hasher("sha256")
+        self.size = 0
+
+    def add(self, data: bytes | bytearray) -> None:
+        """Count, bound and hash the next ``data``."""
+        self.size += len(data)
+        self._limits.check("max_archive_bytes", self.size, None)
+        self._hasher.update(data)
+
+    def address(self) -> Digest:
+        """``sha256:`` of the bytes added so far."""
+        return self._hasher.digest()
 
 
 @dataclass(frozen=True, slots=True)
