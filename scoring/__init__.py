@@ -10,12 +10,9 @@ Entry points: :func:`score` (a :class:`RewardTable` → :class:`ScoreReport`),
 from casstore.table.columns import Flag, Kind, RewardTable, harbor_evals_key
 from scoring._engine import DEFAULT_GROUP_BY, GROUP_FIELDS, score, summarize
 from scoring._errors import MetricScriptError, ScoringError
-from scoring._harbor import (
-    BUILTIN_METRICS,
-    HarborRewards,
-    harbor_metric,
-    harbor_pass_at_k,
-)
+from scoring._harbor_metrics import BUILTIN_METRICS, harbor_metric
+from scoring._harbor_pass_at_k import harbor_pass_at_k
+from scoring._harbor_rewards import HarborRewards
 from scoring._mean import OutputStats, output_stats
 from scoring._metric_script import run_metric_script
 from scoring._partials import Partials

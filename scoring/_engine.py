@@ -9,7 +9,8 @@ Pipeline (``n`` rows, ``C`` cells, ``T`` tasks, ``O`` outputs), all NumPy:
    for groups the cells are sorted by (group, task) and reduced the same way; each set of tasks
    becomes a :class:`scoring.report.Block` (counts, means with clustered errors, pass@k,
    pass^k);
-4. Harbor parity (:mod:`scoring._harbor`), custom ``metric.py`` scripts
+4. Harbor parity (:mod:`scoring._harbor_rewards`, :mod:`scoring._harbor_metrics`,
+   :mod:`scoring._harbor_pass_at_k`), custom ``metric.py`` scripts
    (:mod:`scoring._metric_script`) and views (:mod:`scoring._views`) on top.
 """
 
@@ -24,13 +25,9 @@ import numpy as np
 
 from casstore.table.columns import RewardTable
 from scoring._errors import ScoringError
-from scoring._harbor import (
-    BUILTIN_METRICS,
-    HarborRewards,
-    harbor_metric,
-    harbor_metrics_by_group,
-    harbor_pass_at_k,
-)
+from scoring._harbor_metrics import BUILTIN_METRICS, harbor_metric, harbor_metrics_by_group
+from scoring._harbor_pass_at_k import harbor_pass_at_k
+from scoring._harbor_rewards import HarborRewards
 from scoring._mean import output_stats
 from scoring._metric_script import DEFAULT_TIMEOUT, run_metric_script
 from scoring._partials import CELL_FIELDS, Partials

@@ -35,6 +35,7 @@ import numpy as np
 from casstore.table.columns import RewardTable
 from casstore.table.npz import Strings, as_str_array
 from scoring._errors import ScoringError
+from scoring._exact_sum import binary
 from scoring._rules import EMITTED_CODE, PRIMARY_TABLES, Attempts, Status
 
 __all__ = ["CELL_FIELDS", "Partials"]
@@ -208,14 +209,6 @@ def _packed_counts(
     ]
 
 
-def _binary(values: np.ndarray) -> bool:
-    """Whether every value is 0.0 or 1.0 (a prefix first: most other columns fail there)."""
-    head = values[:4096]
-    if not np.all((head == 0.0) | (head == 1.0)):
-        return False
-    return np.count_nonzero(values) == np.count_nonzero(values == 1.0)
-
-
 def _decode(keys: np.ndarray, sizes: list[int]) -> np.ndarray:
     columns = []
     rest = keys
@@ -329,7 +322,7 @@ class Partials:
                 value = rules.primary
             sums[:, out] = count(value)
             # x * x == x for 0 and 1: the sums of squares of binary values are their sums
-            sumsq[:, out] = sums[:, out] if _binary(value) else count(value * value)
+            sumsq[:, out] = sums[:, out] if binary(value) else count(value * value)
         successes = counts[_FIELDS.index("success")]
         cell = _decode(unique, sizes)
         if k and task_rank is None:  # the rules' diagnostics need it: counted here anyway
