@@ -29,7 +29,7 @@ from scoring._harbor_metrics import BUILTIN_METRICS, harbor_metric, harbor_metri
 from scoring._harbor_pass_at_k import harbor_pass_at_k
 from scoring._harbor_rewards import HarborRewards
 from scoring._mean import output_stats
-from scoring._metric_script import DEFAULT_TIMEOUT, run_metric_script
+from scoring._metric_script import DEFAULT_METRIC_TIMEOUT, run_metric_script
 from scoring._partials import CELL_FIELDS, Partials
 from scoring._pass_at_k import default_ks, pass_at_k_and_hat
 from scoring._rules import apply_rules
@@ -228,7 +228,7 @@ def score(
     group_by: Sequence[str] = DEFAULT_GROUP_BY,
     metrics: Sequence[str | Path] = ("mean",),
     views: Sequence[View] | Path | str | None = None,
-    metric_timeout: float = DEFAULT_TIMEOUT,
+    metric_timeout: float = DEFAULT_METRIC_TIMEOUT,
     harbor: bool = True,
 ) -> ScoreReport:
     """Score every trial of ``table``.
