@@ -37,7 +37,7 @@ measured, fewer than two clusters), never 0::
       "failure_rollup": {
         "exceptions": {"AgentTimeoutError": 17, ...},  # exception type → trials
         "failure_codes": {"<code>": n, ...},           # import failure code → trials
-        "errored_attempts": 21                          # partial + errored
+        "errored_attempts": 21                          # attempts with an exception
       },
       "groups": [{"labels": {"agent": ..., "model": ..., "dataset": ...},
                   "counts": {...}, "resolve_rate": ..., "outputs": {...},
@@ -49,11 +49,14 @@ measured, fewer than two clusters), never 0::
                        "message": str}]
     }
 
-Per-task ``stderr`` is the i.i.d. standard error within the task (``null`` below two values).
-Diagnostic codes: ``reward_mapping_invalid``, ``verifier_result_missing``,
-``primary_missing``, ``primary_boolean``, ``primary_nonfinite``, ``secondary_missing``,
-``secondary_boolean``, ``secondary_nonfinite``. Harbor fields are ``null`` in a report built
-from merged partials alone (:func:`scoring.summarize`).
+``failure_rollup.errored_attempts`` counts the attempts with an exception recorded (statuses
+``partial`` and ``errored``, :attr:`ScoreReport.attempts_with_exception`); the key keeps its
+old name, so the JSON does not change. Per-task ``stderr`` is the i.i.d. standard error within
+the task (``null`` below two values). Diagnostic codes (:data:`scoring._rules.CODE_NAMES`; the
+first two are the failure codes of the same names): ``reward_mapping_invalid``,
+``verifier_result_missing``, ``primary_missing``, ``primary_boolean``, ``primary_nonfinite``,
+``secondary_missing``, ``secondary_boolean``, ``secondary_nonfinite``. Harbor fields are
+``null`` in a report built from merged partials alone (:func:`scoring.summarize`).
 """
 
 from __future__ import annotations
@@ -220,11 +223,18 @@ class ScoreReport:
         return self.overall.pass_hat_k
 
     @property
+    def attempts_with_exception(self) -> int:
+        """Attempts with an exception recorded: ``partial`` (reward kept) and ``errored``."""
+        return self.counts["partial"] + self.counts["errored"]
+
+    @property
     def failure_rollup(self) -> dict[str, Any]:
+        """Trials per exception type and per failure code, and the attempts with an exception
+        (under the key ``errored_attempts``, which keeps its old name)."""
         return {
             "exceptions": dict(self.partials.exceptions),
             "failure_codes": dict(self.partials.failures),
-            "errored_attempts": self.counts["partial"] + self.counts["errored"],
+            "errored_attempts": self.attempts_with_exception,
         }
 
     def diagnostic_dicts(self, limit: int | None = None) -> list[dict[str, Any]]:
