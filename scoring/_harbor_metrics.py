@@ -21,14 +21,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeGuard
 
 import numpy as np
 
 from scoring._exact_sum import ExactSums, vector_sum
 from scoring._harbor_rewards import HarborRewards
 
-__all__ = ["BUILTIN_METRICS", "harbor_metric", "harbor_metrics_by_group", "python_mean"]
+__all__ = [
+    "BUILTIN_METRICS",
+    "harbor_metric",
+    "harbor_metrics_by_group",
+    "is_builtin",
+    "metric_name",
+    "python_mean",
+]
 
 
 def python_mean(values: list[Any]) -> float:
@@ -43,6 +51,16 @@ BUILTIN_METRICS: dict[str, Callable[[list[Any]], Any]] = {
     "max": max,
 }
 """Harbor's built-in metrics by name: each reduces the list of one output's values."""
+
+
+def is_builtin(spec: str | Path) -> TypeGuard[str]:
+    """Whether a ``--metric`` is one of :data:`BUILTIN_METRICS` (else a ``metric.py`` path)."""
+    return isinstance(spec, str) and spec in BUILTIN_METRICS
+
+
+def metric_name(spec: str | Path) -> str:
+    """A metric's name in views: the builtin's name, or a script's file stem."""
+    return spec if is_builtin(spec) else Path(spec).stem
 
 
 def harbor_metric(name: str, rewards: HarborRewards) -> dict[str, Any]:
