@@ -32,7 +32,7 @@ from scoring._partials import CELL_FIELDS, Partials
 from scoring._pass_at_k import default_ks, pass_at_k_and_hat
 from scoring._rules import apply_rules
 from scoring._views import Signal, View, evaluate_views, load_views
-from scoring.report import Block, GroupReport, ScoreReport, TaskTable, _counts
+from scoring.report import Block, GroupReport, ScoreReport, TaskTable, status_counts
 
 __all__ = ["DEFAULT_GROUP_BY", "GROUP_FIELDS", "score", "summarize"]
 
@@ -94,7 +94,7 @@ def _block(
         for o, name in enumerate(outputs)
     }
     return {
-        "counts": _counts(status),
+        "counts": status_counts(status),
         "resolve_rate": float(successes.sum()) / total if total else None,
         "outputs": stats,
         "pass_at_k": at_k,

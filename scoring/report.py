@@ -73,15 +73,21 @@ from scoring._partials import Partials
 from scoring._pass_at_k import PassAtK
 from scoring._rules import STATUS_NAMES, Diagnostics
 
-__all__ = ["SCHEMA", "Block", "GroupReport", "ScoreReport", "TaskTable"]
+__all__ = ["SCHEMA", "Block", "GroupReport", "ScoreReport", "TaskTable", "status_counts"]
 
 SCHEMA = "casstore.rescore/1"
 
 
-def _counts(status: np.ndarray) -> dict[str, int]:
-    totals = status.sum(axis=0) if status.size else np.zeros(len(STATUS_NAMES), np.int64)
-    out = {"attempts": int(totals.sum())}
-    out.update({name: int(totals[i]) for i, name in enumerate(STATUS_NAMES)})
+def status_counts(status: np.ndarray) -> dict[str, int]:
+    """``{"attempts": total, <status>: n, ...}`` over the rows of ``status`` (int[R, 5])."""
+    totals = status.sum(axis=0).tolist() if status.size else [0] * len(STATUS_NAMES)
+    return _count_dict(totals)
+
+
+def _count_dict(per_status: list[int]) -> dict[str, int]:
+    """``{"attempts": Σ, <status>: n, ...}`` from the attempts per status (STATUS_NAMES order)."""
+    out = {"attempts": sum(per_status)}
+    out.update(zip(STATUS_NAMES, per_status, strict=True))
     return out
 
 
@@ -172,8 +178,7 @@ class TaskTable:
                     "attempts": attempts[t],
                     "stderr": None if math.isnan(se) else se,
                 }
-            counts = {"attempts": sum(status[t])}
-            counts.update({s: status[t][i] for i, s in enumerate(STATUS_NAMES)})
+            counts = _count_dict(status[t])
             out.append(
                 {
                     "task": name,
