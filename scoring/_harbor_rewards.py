@@ -64,6 +64,7 @@ class HarborRewards:
 
     @classmethod
     def from_table(cls, table: RewardTable) -> HarborRewards:
+        """The rewards Harbor holds for the rows of ``table`` (every row but the invalid)."""
         valid = (table.flags & Flag.INVALID) == 0
         none = (table.flags & Flag.NO_VERIFIER) != 0
         codes, keys = table.harbor_evals()
@@ -97,11 +98,13 @@ class HarborRewards:
         return self.valid & ~self.none
 
     def present_of(self, output: int) -> np.ndarray:
+        """bool[n] held rows whose reward mapping carries ``output``."""
         if output not in self._present:
             self._present[output] = (self.kinds[output] != Kind.MISSING) & self.scored
         return self._present[output]
 
     def values_of(self, output: int) -> np.ndarray:
+        """float64[n] the coerced values of ``output`` (0.0 where not present)."""
         if output not in self._values:
             self._values[output] = np.where(self.present_of(output), self.raw[output], 0.0)
         return self._values[output]

@@ -253,6 +253,7 @@ class Attempts:
 
     @property
     def valid(self) -> np.ndarray:
+        """bool[n] not invalid."""
         return self._get("valid", lambda: (self.code & _INVALID) == 0)
 
     @property
@@ -262,14 +263,17 @@ class Attempts:
 
     @property
     def status(self) -> np.ndarray:
+        """int8[n] :class:`Status` of every row."""
         return self._get("status", lambda: PRIMARY_TABLES["status"][self.code])
 
     @property
     def primary_usable(self) -> np.ndarray:
+        """bool[n] valid, with a verifier result and a finite number as primary."""
         return self._get("usable", lambda: (self.code & USABLE_MASK) == USABLE_CODE)
 
     @property
     def primary(self) -> np.ndarray:
+        """float64[n] the emitted primary (0.0 when unusable or invalid)."""
         return self._get("primary", lambda: np.where(self.primary_usable, self.table.primary, 0.0))
 
     def emitted_of(self, j: int) -> np.ndarray:
@@ -286,6 +290,8 @@ class Attempts:
 
     @property
     def expected(self) -> np.ndarray:
+        """bool[T, k] secondary ``keys[j]`` expected on a task (a valid attempt carries it)."""
+
         def make() -> np.ndarray:
             n_tasks, k = len(self.table.tasks), len(self.table.keys)
             expected = np.zeros((n_tasks, k), dtype=bool)
@@ -302,6 +308,7 @@ class Attempts:
 
     @property
     def diagnostics(self) -> Diagnostics:
+        """The :class:`Diagnostics` of the rows with an issue (built on first use)."""
         return self._get("diagnostics", lambda: _diagnostics(self))
 
 

@@ -47,12 +47,16 @@ REDUCERS: Mapping[str, Callable[[list[Any]], Any]] = BUILTIN_METRICS
 
 @dataclass(frozen=True, slots=True)
 class Signal:
+    """One ``(metric, output)`` a view reduces (see the module docstring)."""
+
     metric: str
     output: str
 
 
 @dataclass(frozen=True, slots=True)
 class View:
+    """A named ``reducer`` (a key of :data:`REDUCERS`) over ``signals``."""
+
     name: str
     reducer: str
     signals: tuple[Signal, ...]

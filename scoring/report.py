@@ -106,6 +106,7 @@ class Block:
     pass_hat_k: list[PassAtK]
 
     def to_json(self) -> dict[str, Any]:
+        """The block's JSON object (counts, resolve rate, outputs, pass@k, pass^k)."""
         return {
             "counts": self.counts,
             "resolve_rate": self.resolve_rate,
@@ -122,6 +123,7 @@ class GroupReport(Block):
     labels: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
+        """The block's JSON object, its labels first."""
         return {"labels": self.labels, **super().to_json()}
 
 
@@ -149,6 +151,7 @@ class TaskTable:
             return np.where(self.measured > 0, self.sums / self.measured, np.nan)
 
     def to_json(self) -> list[dict[str, Any]]:
+        """One JSON object per task (the ``tasks`` of the module docstring)."""
         means = self.means().tolist()
         stderr = (
             np.stack(
@@ -213,18 +216,22 @@ class ScoreReport:
 
     @property
     def counts(self) -> dict[str, int]:
+        """The run's attempts per status (``attempts`` first)."""
         return self.overall.counts
 
     @property
     def outputs(self) -> dict[str, OutputStats]:
+        """The run's statistics per output (primary first)."""
         return self.overall.outputs
 
     @property
     def pass_at_k(self) -> list[PassAtK]:
+        """The run's pass@k for every k."""
         return self.overall.pass_at_k
 
     @property
     def pass_hat_k(self) -> list[PassAtK]:
+        """The run's pass^k for every k."""
         return self.overall.pass_hat_k
 
     @property
@@ -243,6 +250,7 @@ class ScoreReport:
         }
 
     def diagnostic_dicts(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """The first ``limit`` diagnostics as JSON objects (none without the table)."""
         if self.diagnostics is None or self.table is None:
             return []
         return self.diagnostics.to_dicts(self.table, limit)
