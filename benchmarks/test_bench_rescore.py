@@ -11,7 +11,7 @@ smoke run (pyproject's ``--benchmark-disable``): 100 tasks = 1,000 trials.
   clustered errors for the 3 outputs, pass@k and pass^k for every k, per-task and per-group
   aggregates, failure rollup. Target: < 1 s at 1M trials, >= 20× Harbor.
 * ``engine + harbor parity``: the same plus the bit-exact Harbor outputs (Mean over the run
-  and per evals key, Harbor's pass@k: exact sums rounded once, see :mod:`scoring._harbor`),
+  and per evals key, Harbor's pass@k: exact sums rounded once, see :mod:`scoring._exact_sum`),
   computed on a second thread while the engine runs.
 * ``engine (store bytes)``: the store path — ``RewardTable.from_bytes`` (what
   ``Store.reward_table`` returns from the index) followed by the engine.

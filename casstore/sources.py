@@ -6,16 +6,17 @@
 * an existing directory: the Harbor job directories in it (``casstore.trials.find_jobs``),
   each parsed directly (``read_job``) with ``reward_key`` (default ``reward``);
 * a ``.jsonl`` file: saved trials (``read_trials_jsonl``; their recorded reward key);
-* anything else: the id or name of a job imported in the store (``Store.reward_table``).
+* anything else: the id or name of a job imported in the store
+  (``Jobs(store).reward_table``; the store is opened once, for the first such source).
 
 A SOURCE that looks like a path (holds ``/`` or ends with ``.jsonl``) but does not exist is a
 :class:`UsageError` ("no such file or directory") unless it is the name of an imported job.
 
-All sources must agree on the primary reward key (:func:`concat_tables` refuses a mix). Each
-trial (job id + trial name) may be given once: the same trial reached twice (the same job
-directory named twice, an imported job plus its own job directory or exported trials.jsonl, a
-trials file holding a line twice) is a :class:`ScoringError` naming the trial and both sources,
-never silently counted twice nor silently dropped.
+All sources must agree on the primary reward key (:func:`casstore.table.concat.concat_tables`
+refuses a mix). Each trial (job id + trial name) may be given once: the same trial reached
+twice (the same job directory named twice, an imported job plus its own job directory or
+exported trials.jsonl, a trials file holding a line twice) is a :class:`ScoringError` naming
+the trial and both sources, never silently counted twice nor silently dropped.
 
 :func:`check_taskset` matches the trials against a taskset's tasks (``Store.resolve``): a
 trial whose task is not in the taskset, or a taskset task without trials, is an error naming
@@ -24,30 +25,25 @@ them; :func:`taskset_views` returns the views declared by the taskset's task rev
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from casstore.errors import UnknownReferenceError, UsageError
+from casstore.errors import ScoringError, UnknownReferenceError, UsageError
+from casstore.store import Store, TaskRevision
 from casstore.table.columns import RewardTable
 from casstore.table.concat import concat_tables
-from casstore.trials import Jobs
-from scoring._errors import ScoringError
-from scoring._views import View, parse_views
+from casstore.trials import Jobs, find_jobs, read_job, read_trials_jsonl, table_from_records
+from scoring import View, parse_views
 
 __all__ = ["check_taskset", "load_sources", "open_store", "taskset_views"]
 
 
-def open_store(root: Path | str) -> Any:
-    """Open an existing store (never create one for reading)."""
-    from casstore.store import Store
-
-    try:
-        return Store(root, create=False)
-    except TypeError:  # pragma: no cover - a store without the create flag
-        return Store(root)
+def open_store(root: Path | str) -> Store:
+    """Open an existing store (never create one for reading); UsageError when there is none."""
+    return Store(root, create=False)
 
 
 def load_sources(
@@ -58,8 +54,6 @@ def load_sources(
     Raises ScoringError when a trial (job id + trial name) is given twice, UsageError when a
     path-like source does not exist.
     """
-    from casstore.trials import find_jobs, read_job, read_trials_jsonl, table_from_records
-
     tables: list[RewardTable] = []
     trials = _TrialSources()
     store = None
@@ -67,55 +61,61 @@ def load_sources(
         for source in sources:
             path = Path(source)
             if path.is_dir():
-                for job in find_jobs([path]):
-                    table = read_job(job, reward_key or "reward").table
-                    trials.add(str(job), _by_job(table))
-                    tables.append(table)
+                tables += _job_directories(path, reward_key, trials)
             elif path.suffix == ".jsonl" and path.is_file():
-                key, records = read_trials_jsonl(path)
-                by_job: dict[str, list[str]] = {}
-                for record in records:
-                    by_job.setdefault(record.job_id, []).append(record.trial_name)
-                trials.add(str(path), by_job, unique=False)
-                tables.append(table_from_records(records, key))
+                tables.append(_trials_file(path, trials))
             else:
                 if store is None:
-                    store = _open_for(store_root, source)
-                table = _imported(store, source)
-                trials.add(f"imported job {source}", _by_job(table))
-                tables.append(table)
+                    with _lookup(source, UsageError):
+                        store = open_store(store_root)
+                tables.append(_imported_job(store, str(source), trials))
     finally:
         if store is not None:
             store.close()
     return concat_tables(tables)
 
 
-def _looks_like_path(source: str | Path) -> bool:
-    text = str(source)
-    return "/" in text or text.endswith(".jsonl")
+def _job_directories(
+    path: Path, reward_key: str | None, trials: _TrialSources
+) -> list[RewardTable]:
+    """The table of every Harbor job directory at ``path`` (parsed directly)."""
+    tables = []
+    for job in find_jobs([path]):
+        table = read_job(job, reward_key or "reward").table
+        trials.add(str(job), _by_job(table))
+        tables.append(table)
+    return tables
 
 
-def _missing(source: str | Path) -> UsageError:
-    return UsageError(str(source), "no such file or directory")
+def _trials_file(path: Path, trials: _TrialSources) -> RewardTable:
+    """The table of the saved trials in ``path`` (a ``trials.jsonl``; their reward key)."""
+    key, records = read_trials_jsonl(path)
+    by_job: dict[str, list[str]] = {}
+    for record in records:
+        by_job.setdefault(record.job_id, []).append(record.trial_name)
+    trials.add(str(path), by_job, unique=False)
+    return table_from_records(records, key)
 
 
-def _open_for(store_root: Path | str, source: str | Path) -> Any:
-    """The store, to look ``source`` up in; a missing path-like source is named as such."""
+def _imported_job(store: Store, source: str, trials: _TrialSources) -> RewardTable:
+    """The table of the job imported in ``store`` under the id or name ``source``."""
+    with _lookup(source, UnknownReferenceError):
+        table = Jobs(store).reward_table(source)
+    trials.add(f"imported job {source}", _by_job(table))
+    return table
+
+
+@contextmanager
+def _lookup(source: str | Path, not_found: type[Exception]) -> Iterator[None]:
+    """Looking ``source`` up in the store, where ``not_found`` means it is not there: a
+    ``source`` that looks like a path (holds ``/`` or ends with ``.jsonl``) and names nothing
+    is reported as a missing path instead."""
     try:
-        return open_store(store_root)
-    except UsageError:
-        if _looks_like_path(source) and not Path(source).exists():
-            raise _missing(source) from None
-        raise
-
-
-def _imported(store: Any, source: str | Path) -> RewardTable:
-    """The imported job ``source``; a missing path-like source is named as such."""
-    try:
-        return Jobs(store).reward_table(str(source))
-    except UnknownReferenceError:
-        if _looks_like_path(source) and not Path(source).exists():
-            raise _missing(source) from None
+        yield
+    except not_found:
+        text = str(source)
+        if ("/" in text or text.endswith(".jsonl")) and not Path(source).exists():
+            raise UsageError(text, "no such file or directory") from None
         raise
 
 
@@ -138,29 +138,35 @@ class _TrialSources:
         self._seen: dict[str, list[tuple[str, Sequence[str]]]] = {}
 
     def add(self, source: str, by_job: dict[str, Sequence[str]], *, unique: bool = True) -> None:
+        """Record the trials ``source`` gives (``{job id: trial names}``); ScoringError naming
+        a trial given twice and both of its sources."""
         for job, names in by_job.items():
             if not unique:
                 _check_repeats(job, names, source)
             earlier = self._seen.setdefault(job, [])
             if earlier:
-                given = set(names)
-                for other, other_names in earlier:
-                    common = given.intersection(other_names)
-                    if common:
-                        where = (
-                            f"{source} is given twice"
-                            if other == source
-                            else f"by {other} and by {source}"
-                        )
-                        raise ScoringError(
-                            f"{job}/{min(common)}",
-                            f"trial given twice, {where} ({len(common)} repeated trial(s)); "
-                            "pass each trial once",
-                        )
+                _check_given_once(job, names, source, earlier)
             earlier.append((source, names))
 
 
+def _check_given_once(
+    job: str, names: Sequence[str], source: str, earlier: list[tuple[str, Sequence[str]]]
+) -> None:
+    """ScoringError when one of the trial ``names`` of ``job`` came from an ``earlier`` source."""
+    given = set(names)
+    for other, other_names in earlier:
+        common = given.intersection(other_names)
+        if common:
+            where = f"{source} is given twice" if other == source else f"by {other} and by {source}"
+            raise ScoringError(
+                f"{job}/{min(common)}",
+                f"trial given twice, {where} ({len(common)} repeated trial(s)); "
+                "pass each trial once",
+            )
+
+
 def _check_repeats(job: str, names: Sequence[str], source: str) -> None:
+    """ScoringError when ``source`` itself gives one of the trial ``names`` of ``job`` twice."""
     seen: set[str] = set()
     twice: set[str] = set()
     for name in names:
@@ -172,7 +178,7 @@ def _check_repeats(job: str, names: Sequence[str], source: str) -> None:
         )
 
 
-def _resolve(store_root: Path | str, ref: str) -> list[tuple[str, Any]]:
+def _resolve(store_root: Path | str, ref: str) -> list[tuple[str, TaskRevision]]:
     """The ``(task key, revision)`` pairs of taskset (or task) ``ref``."""
     store = open_store(store_root)
     try:
@@ -187,16 +193,18 @@ def _resolve(store_root: Path | str, ref: str) -> list[tuple[str, Any]]:
         store.close()
 
 
-def _identities(key: str, revision: Any) -> set[str]:
+def _identities(key: str, revision: TaskRevision) -> set[str]:
+    """The names a trial may give task ``key``: its key, name, native id and directory name."""
     names = {key, key.rsplit("/", 1)[-1]}
-    for attribute in ("native_id", "dir_name"):
-        value = getattr(revision, attribute, None)
+    for value in (revision.native_id, revision.dir_name):
         if value:
             names.add(value)
     return names
 
 
-def check_taskset(table: RewardTable, store_root: Path | str, ref: str) -> list[tuple[str, Any]]:
+def check_taskset(
+    table: RewardTable, store_root: Path | str, ref: str
+) -> list[tuple[str, TaskRevision]]:
     """Check ``table`` against the taskset ``ref``; returns its ``(task key, revision)`` pairs.
 
     A trial task matches a taskset task by the task's key, name, native id or directory name.
@@ -210,24 +218,27 @@ def check_taskset(table: RewardTable, store_root: Path | str, ref: str) -> list[
     if unknown:
         raise ScoringError(
             ref,
-            f"{len(unknown)} trial task(s) not in the taskset: {', '.join(unknown[:10])}"
-            + (" …" if len(unknown) > 10 else ""),
+            f"{len(unknown)} trial task(s) not in the taskset: {_first_ten(unknown)}",
         )
     missing = [key for key, ids in identities if not ids & used]
     if missing:
         raise ScoringError(
             ref,
-            f"{len(missing)} taskset task(s) without trials: {', '.join(missing[:10])}"
-            + (" …" if len(missing) > 10 else ""),
+            f"{len(missing)} taskset task(s) without trials: {_first_ten(missing)}",
         )
     return items
 
 
-def taskset_views(items: Sequence[tuple[str, Any]]) -> list[View]:
+def _first_ten(names: list[str]) -> str:
+    """The first ten ``names``, comma-separated, with `` …`` when there are more."""
+    return ", ".join(names[:10]) + (" …" if len(names) > 10 else "")
+
+
+def taskset_views(items: Sequence[tuple[str, TaskRevision]]) -> list[View]:
     """The views declared by the task revisions (first declaration of a name wins)."""
     views: dict[str, View] = {}
     for key, revision in items:
-        declared = getattr(revision, "views", None) or []
+        declared = revision.views
         if declared:
             for view in parse_views(list(declared), key):
                 views.setdefault(view.name, view)

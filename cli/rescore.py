@@ -49,7 +49,17 @@ from casstore.errors import UsageError
 from casstore.sources import check_taskset, load_sources, taskset_views
 from cli.options import GlobalOptions, JsonOption
 from cli.output import emit_json, out_console
-from scoring import BUILTIN_METRIC_NAMES, ScoreReport, load_views, score
+from scoring import (
+    BUILTIN_METRIC_NAMES,
+    DEFAULT_GROUP_BY,
+    DEFAULT_METRIC_TIMEOUT,
+    GROUP_FIELDS,
+    RewardTable,
+    ScoreReport,
+    View,
+    load_views,
+    score,
+)
 
 __all__ = ["print_report", "register"]
 
@@ -78,8 +88,8 @@ def _parse_group_by(text: str) -> list[str]:
     for field in fields:
         if not field:
             raise UsageError("--group-by", f"empty item in {text!r} ('' alone means no groups)")
-        if field not in ("agent", "model", "dataset"):
-            raise UsageError("--group-by", f"unknown field {field!r} (agent, model, dataset)")
+        if field not in GROUP_FIELDS:
+            raise UsageError("--group-by", f"unknown field {field!r} ({', '.join(GROUP_FIELDS)})")
         if field in seen:
             raise UsageError("--group-by", f"field {field!r} repeated")
         seen.add(field)
@@ -88,6 +98,7 @@ def _parse_group_by(text: str) -> list[str]:
 
 def _metric_specs(metrics: list[str] | None) -> list[str | Path]:
     specs: list[str | Path] = []
+    names = ", ".join(BUILTIN_METRIC_NAMES)
     for metric in metrics or ["mean"]:
         path = Path(metric)
         if metric in BUILTIN_METRIC_NAMES:
@@ -96,9 +107,9 @@ def _metric_specs(metrics: list[str] | None) -> list[str | Path]:
             specs.append(path)
         elif "/" in metric or path.suffix == ".py" or path.exists():
             reason = "not a file" if path.exists() else "no such metric script"
-            raise UsageError(metric, f"{reason} (--metric is mean, sum, min, max or a metric.py)")
+            raise UsageError(metric, f"{reason} (--metric is {names} or a metric.py)")
         else:
-            raise UsageError(metric, "--metric is mean, sum, min, max or a metric.py path")
+            raise UsageError(metric, f"--metric is {names} or a metric.py path")
     return specs
 
 
@@ -115,17 +126,26 @@ def _fmt(value: float | None, digits: int = 4) -> str:
 
 def print_report(report: ScoreReport) -> None:
     """The summary tables of a score report, on stdout."""
-    counts = report.counts
     out_console.print(
         f"[bold]reward key[/bold] {report.reward_key}   threshold {report.threshold:g}   "
-        + "   ".join(f"{name} {value}" for name, value in counts.items())
+        + "   ".join(f"{name} {value}" for name, value in report.counts.items())
     )
-    outputs = Table(title="outputs", title_justify="left")
+    out_console.print(_outputs_table(report))
+    if report.pass_at_k:
+        out_console.print(_pass_at_k_table(report))
+    if len(report.groups) > 1 or (report.groups and report.group_by):
+        out_console.print(_groups_table(report))
+    _print_notes(report)
+
+
+def _outputs_table(report: ScoreReport) -> Table:
+    """Mean, standard error, interval and coverage of every output."""
+    table = Table(title="outputs", title_justify="left")
     for column in ("output", "mean", "± stderr", "95% CI", "measured", "coverage"):
-        outputs.add_column(column, justify="left" if column == "output" else "right")
+        table.add_column(column, justify="left" if column == "output" else "right")
     for name, stats in report.outputs.items():
         interval = stats.to_json()["ci95"]
-        outputs.add_row(
+        table.add_row(
             name,
             _fmt(stats.mean),
             _fmt(stats.stderr),
@@ -133,36 +153,46 @@ def print_report(report: ScoreReport) -> None:
             f"{stats.measured}/{stats.attempts}",
             _fmt(stats.coverage, 3),
         )
-    out_console.print(outputs)
-    if report.pass_at_k:
-        ks = Table(
-            title=f"pass@k (success: {report.reward_key} >= {report.threshold:g})",
-            title_justify="left",
+    return table
+
+
+def _pass_at_k_table(report: ScoreReport) -> Table:
+    """pass@k (with its standard error) and pass^k for every k."""
+    table = Table(
+        title=f"pass@k (success: {report.reward_key} >= {report.threshold:g})",
+        title_justify="left",
+    )
+    for column in ("k", "pass@k", "± stderr", "pass^k", "eligible tasks"):
+        table.add_column(column, justify="right")
+    for at, hat in zip(report.pass_at_k, report.pass_hat_k, strict=True):
+        table.add_row(
+            str(at.k), _fmt(at.value), _fmt(at.stderr), _fmt(hat.value), str(at.eligible_tasks)
         )
-        for column in ("k", "pass@k", "± stderr", "pass^k", "eligible tasks"):
-            ks.add_column(column, justify="right")
-        for at, hat in zip(report.pass_at_k, report.pass_hat_k, strict=True):
-            ks.add_row(
-                str(at.k), _fmt(at.value), _fmt(at.stderr), _fmt(hat.value), str(at.eligible_tasks)
-            )
-        out_console.print(ks)
-    if len(report.groups) > 1 or (report.groups and report.group_by):
-        groups = Table(title="groups", title_justify="left")
-        for field in report.group_by:
-            groups.add_column(field, overflow="fold")
-        for column in ("attempts", f"mean {report.reward_key}", "± stderr", "pass@1"):
-            groups.add_column(column, justify="right")
-        for group in report.groups:
-            primary = group.outputs[report.reward_key]
-            first = group.pass_at_k[0] if group.pass_at_k and group.pass_at_k[0].k == 1 else None
-            groups.add_row(
-                *(group.labels[field] or "—" for field in report.group_by),
-                str(group.counts["attempts"]),
-                _fmt(primary.mean),
-                _fmt(primary.stderr),
-                _fmt(first.value if first else None),
-            )
-        out_console.print(groups)
+    return table
+
+
+def _groups_table(report: ScoreReport) -> Table:
+    """Attempts, primary mean and pass@1 of every group."""
+    table = Table(title="groups", title_justify="left")
+    for field in report.group_by:
+        table.add_column(field, overflow="fold")
+    for column in ("attempts", f"mean {report.reward_key}", "± stderr", "pass@1"):
+        table.add_column(column, justify="right")
+    for group in report.groups:
+        primary = group.outputs[report.reward_key]
+        first = group.pass_at_k[0] if group.pass_at_k and group.pass_at_k[0].k == 1 else None
+        table.add_row(
+            *(group.labels[field] or "—" for field in report.group_by),
+            str(group.counts["attempts"]),
+            _fmt(primary.mean),
+            _fmt(primary.stderr),
+            _fmt(first.value if first else None),
+        )
+    return table
+
+
+def _print_notes(report: ScoreReport) -> None:
+    """One line each: Harbor's metrics and pass@k, every view, failures, diagnostics."""
     if report.harbor_metrics is not None:
         out_console.print(f"harbor metrics   {report.harbor_metrics}")
         out_console.print(f"harbor pass@k    {report.harbor_pass_at_k}")
@@ -177,43 +207,55 @@ def print_report(report: ScoreReport) -> None:
         out_console.print(f"diagnostics   {report.diagnostics.counts()}  (--json lists them)")
 
 
+Sources = Annotated[
+    list[str],
+    typer.Argument(help="Job directories, trials.jsonl files or imported job ids/names."),
+]
+RewardKeyOption = Annotated[
+    str | None, typer.Option("--reward-key", help="Primary reward key (default reward).")
+]
+KsOption = Annotated[
+    str | None, typer.Option("--k", help="Comma-separated k values (default 1,2,4,…,5,10,…).")
+]
+ThresholdOption = Annotated[
+    float, typer.Option("--threshold", help="Success: primary >= threshold (finite).")
+]
+MetricOption = Annotated[
+    list[str] | None,
+    typer.Option("--metric", help="Harbor metric: mean, sum, min, max or a metric.py path."),
+]
+ViewsOption = Annotated[Path | None, typer.Option("--views", help="View file (TOML or JSON).")]
+GroupByOption = Annotated[
+    str,
+    typer.Option(
+        "--group-by",
+        help="Distinct group fields among agent, model, dataset ('' for no groups).",
+    ),
+]
+_DEFAULT_GROUP_BY = ",".join(DEFAULT_GROUP_BY)
+TasksetOption = Annotated[
+    str | None, typer.Option("--taskset", help="Check trials against this taskset.")
+]
+MetricTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--metric-timeout",
+        help="Seconds each metric.py may run before it is killed (> 0).",
+    ),
+]
+
+
 def rescore(
     ctx: typer.Context,
-    sources: Annotated[
-        list[str],
-        typer.Argument(help="Job directories, trials.jsonl files or imported job ids/names."),
-    ],
-    reward_key: Annotated[
-        str | None, typer.Option("--reward-key", help="Primary reward key (default reward).")
-    ] = None,
-    k: Annotated[
-        str | None, typer.Option("--k", help="Comma-separated k values (default 1,2,4,…,5,10,…).")
-    ] = None,
-    threshold: Annotated[
-        float, typer.Option("--threshold", help="Success: primary >= threshold (finite).")
-    ] = 1.0,
-    metric: Annotated[
-        list[str] | None,
-        typer.Option("--metric", help="Harbor metric: mean, sum, min, max or a metric.py path."),
-    ] = None,
-    views: Annotated[Path | None, typer.Option("--views", help="View file (TOML or JSON).")] = None,
-    group_by: Annotated[
-        str,
-        typer.Option(
-            "--group-by",
-            help="Distinct group fields among agent, model, dataset ('' for no groups).",
-        ),
-    ] = "agent,model,dataset",
-    taskset: Annotated[
-        str | None, typer.Option("--taskset", help="Check trials against this taskset.")
-    ] = None,
-    metric_timeout: Annotated[
-        float,
-        typer.Option(
-            "--metric-timeout",
-            help="Seconds each metric.py may run before it is killed (> 0).",
-        ),
-    ] = 60.0,
+    sources: Sources,
+    reward_key: RewardKeyOption = None,
+    k: KsOption = None,
+    threshold: ThresholdOption = 1.0,
+    metric: MetricOption = None,
+    views: ViewsOption = None,
+    group_by: GroupByOption = _DEFAULT_GROUP_BY,
+    taskset: TasksetOption = None,
+    metric_timeout: MetricTimeoutOption = DEFAULT_METRIC_TIMEOUT,
     json: JsonOption = False,
 ) -> None:
     """Score Harbor trials: means, coverage, pass@k/pass^k, Harbor's own metrics, views.
@@ -238,9 +280,7 @@ def rescore(
     declared = load_views(views) if views is not None else []
     table = load_sources(sources, options.store, reward_key)
     if taskset is not None:
-        names = {view.name for view in declared}
-        items = check_taskset(table, options.store, taskset)
-        declared += [view for view in taskset_views(items) if view.name not in names]
+        declared += _taskset_views(table, options.store, taskset, declared)
     report = score(
         table,
         reward_key=reward_key,
@@ -255,6 +295,16 @@ def rescore(
         emit_json(report.to_json())
     else:
         print_report(report)
+
+
+def _taskset_views(
+    table: RewardTable, store: Path, taskset: str, declared: list[View]
+) -> list[View]:
+    """Check ``table`` against ``taskset``; the views its task revisions declare that
+    ``declared`` (the ``--views`` file) does not name."""
+    names = {view.name for view in declared}
+    items = check_taskset(table, store, taskset)
+    return [view for view in taskset_views(items) if view.name not in names]
 
 
 def register(app: typer.Typer) -> None:

@@ -10,14 +10,11 @@ Entry points: :func:`score` (a :class:`RewardTable` → :class:`ScoreReport`),
 from casstore.table.columns import Flag, Kind, RewardTable, harbor_evals_key
 from scoring._engine import DEFAULT_GROUP_BY, GROUP_FIELDS, score, summarize
 from scoring._errors import MetricScriptError, ScoringError
-from scoring._harbor import (
-    BUILTIN_METRICS,
-    HarborRewards,
-    harbor_metric,
-    harbor_pass_at_k,
-)
+from scoring._harbor_metrics import BUILTIN_METRICS, harbor_metric
+from scoring._harbor_pass_at_k import harbor_pass_at_k
+from scoring._harbor_rewards import HarborRewards
 from scoring._mean import OutputStats, output_stats
-from scoring._metric_script import run_metric_script
+from scoring._metric_script import DEFAULT_METRIC_TIMEOUT, run_metric_script
 from scoring._partials import Partials
 from scoring._pass_at_k import PassAtK, default_ks, pass_at_k, pass_hat_k
 from scoring._rules import STATUS_NAMES, Attempts, Code, Diagnostics, Status, apply_rules
@@ -30,6 +27,7 @@ BUILTIN_METRIC_NAMES: tuple[str, ...] = tuple(BUILTIN_METRICS)
 __all__ = [
     "BUILTIN_METRIC_NAMES",
     "DEFAULT_GROUP_BY",
+    "DEFAULT_METRIC_TIMEOUT",
     "GROUP_FIELDS",
     "SCHEMA",
     "STATUS_NAMES",

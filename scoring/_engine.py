@@ -9,8 +9,8 @@ Pipeline (``n`` rows, ``C`` cells, ``T`` tasks, ``O`` outputs), all NumPy:
    for groups the cells are sorted by (group, task) and reduced the same way; each set of tasks
    becomes a :class:`scoring.report.Block` (counts, means with clustered errors, pass@k,
    pass^k);
-4. Harbor parity (:mod:`scoring._harbor`), custom ``metric.py`` scripts
-   (:mod:`scoring._metric_script`) and views (:mod:`scoring._views`) on top.
+4. Harbor parity (:mod:`scoring._harbor_parity`: Harbor's metrics, custom ``metric.py``
+   scripts and pass@k) and views (:mod:`scoring._views`) on top.
 """
 
 from __future__ import annotations
@@ -24,20 +24,15 @@ import numpy as np
 
 from casstore.table.columns import RewardTable
 from scoring._errors import ScoringError
-from scoring._harbor import (
-    BUILTIN_METRICS,
-    HarborRewards,
-    harbor_metric,
-    harbor_metrics_by_group,
-    harbor_pass_at_k,
-)
+from scoring._harbor_metrics import metric_name
+from scoring._harbor_parity import harbor_parity
 from scoring._mean import output_stats
-from scoring._metric_script import DEFAULT_TIMEOUT, run_metric_script
+from scoring._metric_script import DEFAULT_METRIC_TIMEOUT
 from scoring._partials import CELL_FIELDS, Partials
 from scoring._pass_at_k import default_ks, pass_at_k_and_hat
 from scoring._rules import apply_rules
 from scoring._views import Signal, View, evaluate_views, load_views
-from scoring.report import Block, GroupReport, ScoreReport, TaskTable, _counts
+from scoring.report import Block, GroupReport, ScoreReport, TaskTable, status_counts
 
 __all__ = ["DEFAULT_GROUP_BY", "GROUP_FIELDS", "score", "summarize"]
 
@@ -99,7 +94,7 @@ def _block(
         for o, name in enumerate(outputs)
     }
     return {
-        "counts": _counts(status),
+        "counts": status_counts(status),
         "resolve_rate": float(successes.sum()) / total if total else None,
         "outputs": stats,
         "pass_at_k": at_k,
@@ -218,10 +213,6 @@ def _groups(
     return groups
 
 
-def _metric_name(spec: str | Path) -> str:
-    return spec if isinstance(spec, str) and spec in BUILTIN_METRICS else Path(spec).stem
-
-
 def score(
     table: RewardTable,
     *,
@@ -231,7 +222,7 @@ def score(
     group_by: Sequence[str] = DEFAULT_GROUP_BY,
     metrics: Sequence[str | Path] = ("mean",),
     views: Sequence[View] | Path | str | None = None,
-    metric_timeout: float = DEFAULT_TIMEOUT,
+    metric_timeout: float = DEFAULT_METRIC_TIMEOUT,
     harbor: bool = True,
 ) -> ScoreReport:
     """Score every trial of ``table``.
@@ -256,7 +247,7 @@ def score(
     with ThreadPoolExecutor(3, thread_name_prefix="casstore-score") as pool:
         # the parity outputs, the diagnostics and the per-group blocks only read what they
         # are given: on other threads, NumPy's loops (which release the GIL) overlap
-        parity = pool.submit(_harbor_parity, table, metrics, metric_timeout) if harbor else None
+        parity = pool.submit(harbor_parity, table, metrics, metric_timeout) if harbor else None
         with np.errstate(over="ignore", invalid="ignore"):  # huge rewards: inf, not warnings
             rules = apply_rules(table)
             partials = Partials.from_table(table, rules, threshold)
@@ -272,55 +263,8 @@ def score(
     return report
 
 
-def _harbor_metrics(
-    rewards: HarborRewards, metrics: Sequence[str | Path], timeout: float
-) -> list[dict[str, Any]]:
-    """Harbor's metrics over all of ``rewards`` taken as one dataset."""
-    if not len(rewards):
-        return []
-    out = []
-    for spec in metrics:
-        if isinstance(spec, str) and spec in BUILTIN_METRICS:
-            out.append(harbor_metric(spec, rewards))
-        else:
-            out.append(run_metric_script(spec, rewards.dicts(), timeout))
-    return out
-
-
-@np.errstate(over="ignore", invalid="ignore")  # inf/NaN results are Harbor's too
-def _harbor_parity(
-    table: RewardTable, metrics: Sequence[str | Path], timeout: float
-) -> tuple[list[dict[str, Any]], dict[str, dict[int, float]], dict[str, dict[str, Any]]]:
-    """Harbor's metrics over the run, its pass@k per evals key, and both per evals key (as
-    Harbor's ``Job`` fills ``stats.evals[key]``)."""
-    rewards = HarborRewards.from_table(table)
-    overall = _harbor_metrics(rewards, metrics, timeout)
-    pass_at_k = harbor_pass_at_k(rewards)
-    keys = rewards.evals_keys
-    if len(keys) == 1:
-        per_metric = [overall]
-    else:
-        columns = []
-        for spec in metrics:
-            if isinstance(spec, str) and spec in BUILTIN_METRICS:
-                columns.append(harbor_metrics_by_group(spec, rewards))
-            else:
-                columns.append(
-                    [
-                        run_metric_script(spec, rewards.select(rewards.group == g).dicts(), timeout)
-                        for g in range(len(keys))
-                    ]
-                )
-        per_metric = [[column[g] for column in columns] for g in range(len(keys))]
-    evals = {
-        key: {"metrics": per_metric[g], "pass_at_k": pass_at_k.get(key, {})}
-        for g, key in enumerate(keys)
-    }
-    return overall, pass_at_k, evals
-
-
 def _lookup(report: ScoreReport, metrics: Sequence[str | Path]):
-    names = [_metric_name(spec) for spec in metrics]
+    names = [metric_name(spec) for spec in metrics]
 
     def lookup(signal: Signal) -> tuple[bool, float | None]:
         if signal.metric == "harbor_reward":

@@ -33,9 +33,11 @@ class OutputStats:
 
     @property
     def coverage(self) -> float | None:
+        """``measured / attempts``; None when no attempt expects the output."""
         return self.measured / self.attempts if self.attempts else None
 
     def to_json(self) -> dict[str, object]:
+        """The output's JSON object (with its 95% interval)."""
         return {
             "mean": self.mean,
             "measured": self.measured,

@@ -39,9 +39,9 @@ from typing import Any
 from casstore.errors import UsageError
 from scoring._errors import MetricScriptError
 
-__all__ = ["DEFAULT_TIMEOUT", "UV_ENV", "find_uv", "metric_command", "run_metric_script"]
+__all__ = ["DEFAULT_METRIC_TIMEOUT", "UV_ENV", "find_uv", "metric_command", "run_metric_script"]
 
-DEFAULT_TIMEOUT = 60.0
+DEFAULT_METRIC_TIMEOUT = 60.0
 UV_ENV = "CASSTORE_UV"
 _UV_SETTINGS = {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
 
@@ -109,7 +109,7 @@ def _failure(script: Path, what: str, stderr: str) -> MetricScriptError:
 def run_metric_script(
     script: Path | str,
     rewards: list[dict[str, Any] | None],
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float = DEFAULT_METRIC_TIMEOUT,
 ) -> dict[str, Any]:
     """Run ``script`` on ``rewards``; return the JSON object it wrote.
 

@@ -59,6 +59,7 @@ class PassAtK:
     stderr: float | None
 
     def to_json(self) -> dict[str, object]:
+        """The k's JSON object (with its 95% interval, clipped to [0, 1])."""
         return {
             "value": self.value,
             "eligible_tasks": self.eligible_tasks,

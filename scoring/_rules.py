@@ -35,9 +35,19 @@ from typing import Any
 
 import numpy as np
 
+from casstore.table.codes import FailureCode
 from casstore.table.columns import Kind, RewardTable
 
-__all__ = ["STATUS_NAMES", "Attempts", "Code", "Diagnostics", "Status", "apply_rules"]
+__all__ = [
+    "CODE_NAMES",
+    "SHARED_CODES",
+    "STATUS_NAMES",
+    "Attempts",
+    "Code",
+    "Diagnostics",
+    "Status",
+    "apply_rules",
+]
 
 
 class Status(IntEnum):
@@ -53,8 +63,14 @@ class Status(IntEnum):
 STATUS_NAMES: tuple[str, ...] = tuple(status.name.lower() for status in Status)
 
 
+SHARED_CODES = (FailureCode.REWARD_MAPPING_INVALID, FailureCode.VERIFIER_RESULT_MISSING)
+"""The failure codes that are also diagnostic codes: :class:`Code`'s first members, by the
+same names (checked on import), with the same JSON names (taken from :class:`FailureCode`)."""
+
+
 class Code(IntEnum):
-    """Diagnostic codes (their lower-case names are the JSON ``code``)."""
+    """Diagnostic codes; :data:`CODE_NAMES` holds their JSON ``code``. The first are
+    :data:`SHARED_CODES`; an int enum, so that the vectorised rules index tables with it."""
 
     REWARD_MAPPING_INVALID = 0
     VERIFIER_RESULT_MISSING = 1
@@ -65,6 +81,19 @@ class Code(IntEnum):
     SECONDARY_BOOLEAN = 6
     SECONDARY_NONFINITE = 7
 
+
+def _code_names() -> tuple[str, ...]:
+    """Every code's JSON name: the failure code's value for :data:`SHARED_CODES`, the lower-case
+    member name for the others. Raises TypeError when Code's first members are not named as
+    the shared failure codes."""
+    shared = len(SHARED_CODES)
+    if [code.name for code in list(Code)[:shared]] != [code.name for code in SHARED_CODES]:
+        raise TypeError("Code must start with the members of SHARED_CODES, in order")
+    return (*(code.value for code in SHARED_CODES), *(c.name.lower() for c in list(Code)[shared:]))
+
+
+CODE_NAMES: tuple[str, ...] = _code_names()
+"""The JSON ``code`` of every :class:`Code`, by value."""
 
 _MESSAGES = {
     Code.REWARD_MAPPING_INVALID: "reward mapping is not valid for Harbor's TrialResult "
@@ -97,7 +126,7 @@ class Diagnostics:
     def counts(self) -> dict[str, int]:
         """Number of diagnostics per code name (codes that occur only)."""
         found = np.bincount(self.code.astype(np.int64), minlength=len(Code))
-        return {Code(i).name.lower(): int(c) for i, c in enumerate(found) if c}
+        return {CODE_NAMES[i]: int(c) for i, c in enumerate(found) if c}
 
     def to_dicts(self, table: RewardTable, limit: int | None = None) -> list[dict[str, Any]]:
         """``[{"code", "task", "trial", "output", "message"}, ...]`` (first ``limit``)."""
@@ -113,7 +142,7 @@ class Diagnostics:
             name = names[output] if output >= 0 else None
             out.append(
                 {
-                    "code": Code(code).name.lower(),
+                    "code": CODE_NAMES[code],
                     "task": table.tasks[table.task[row]],
                     "trial": table.trials[row],
                     "output": name,
@@ -224,6 +253,7 @@ class Attempts:
 
     @property
     def valid(self) -> np.ndarray:
+        """bool[n] not invalid."""
         return self._get("valid", lambda: (self.code & _INVALID) == 0)
 
     @property
@@ -233,14 +263,17 @@ class Attempts:
 
     @property
     def status(self) -> np.ndarray:
+        """int8[n] :class:`Status` of every row."""
         return self._get("status", lambda: PRIMARY_TABLES["status"][self.code])
 
     @property
     def primary_usable(self) -> np.ndarray:
+        """bool[n] valid, with a verifier result and a finite number as primary."""
         return self._get("usable", lambda: (self.code & USABLE_MASK) == USABLE_CODE)
 
     @property
     def primary(self) -> np.ndarray:
+        """float64[n] the emitted primary (0.0 when unusable or invalid)."""
         return self._get("primary", lambda: np.where(self.primary_usable, self.table.primary, 0.0))
 
     def emitted_of(self, j: int) -> np.ndarray:
@@ -257,6 +290,8 @@ class Attempts:
 
     @property
     def expected(self) -> np.ndarray:
+        """bool[T, k] secondary ``keys[j]`` expected on a task (a valid attempt carries it)."""
+
         def make() -> np.ndarray:
             n_tasks, k = len(self.table.tasks), len(self.table.keys)
             expected = np.zeros((n_tasks, k), dtype=bool)
@@ -273,6 +308,7 @@ class Attempts:
 
     @property
     def diagnostics(self) -> Diagnostics:
+        """The :class:`Diagnostics` of the rows with an issue (built on first use)."""
         return self._get("diagnostics", lambda: _diagnostics(self))
 
 

@@ -37,25 +37,26 @@ from typing import Any
 
 from casstore.errors import UsageError
 from scoring._errors import ScoringError
+from scoring._harbor_metrics import BUILTIN_METRICS
 
 __all__ = ["REDUCERS", "Signal", "View", "evaluate_views", "load_views", "parse_views"]
 
-REDUCERS: dict[str, Callable[[list[float]], float]] = {
-    "mean": lambda values: sum(values) / len(values),
-    "min": min,
-    "max": max,
-    "sum": sum,
-}
+REDUCERS: Mapping[str, Callable[[list[Any]], Any]] = BUILTIN_METRICS
+"""A view's reducers: the Python-level reductions of Harbor's metrics (mean, sum, min, max)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Signal:
+    """One ``(metric, output)`` a view reduces (see the module docstring)."""
+
     metric: str
     output: str
 
 
 @dataclass(frozen=True, slots=True)
 class View:
+    """A named ``reducer`` (a key of :data:`REDUCERS`) over ``signals``."""
+
     name: str
     reducer: str
     signals: tuple[Signal, ...]

@@ -37,7 +37,7 @@ measured, fewer than two clusters), never 0::
       "failure_rollup": {
         "exceptions": {"AgentTimeoutError": 17, ...},  # exception type → trials
         "failure_codes": {"<code>": n, ...},           # import failure code → trials
-        "errored_attempts": 21                          # partial + errored
+        "errored_attempts": 21                          # attempts with an exception
       },
       "groups": [{"labels": {"agent": ..., "model": ..., "dataset": ...},
                   "counts": {...}, "resolve_rate": ..., "outputs": {...},
@@ -49,11 +49,14 @@ measured, fewer than two clusters), never 0::
                        "message": str}]
     }
 
-Per-task ``stderr`` is the i.i.d. standard error within the task (``null`` below two values).
-Diagnostic codes: ``reward_mapping_invalid``, ``verifier_result_missing``,
-``primary_missing``, ``primary_boolean``, ``primary_nonfinite``, ``secondary_missing``,
-``secondary_boolean``, ``secondary_nonfinite``. Harbor fields are ``null`` in a report built
-from merged partials alone (:func:`scoring.summarize`).
+``failure_rollup.errored_attempts`` counts the attempts with an exception recorded (statuses
+``partial`` and ``errored``, :attr:`ScoreReport.attempts_with_exception`); the key keeps its
+old name, so the JSON does not change. Per-task ``stderr`` is the i.i.d. standard error within
+the task (``null`` below two values). Diagnostic codes (:data:`scoring._rules.CODE_NAMES`; the
+first two are the failure codes of the same names): ``reward_mapping_invalid``,
+``verifier_result_missing``, ``primary_missing``, ``primary_boolean``, ``primary_nonfinite``,
+``secondary_missing``, ``secondary_boolean``, ``secondary_nonfinite``. Harbor fields are
+``null`` in a report built from merged partials alone (:func:`scoring.summarize`).
 """
 
 from __future__ import annotations
@@ -70,15 +73,21 @@ from scoring._partials import Partials
 from scoring._pass_at_k import PassAtK
 from scoring._rules import STATUS_NAMES, Diagnostics
 
-__all__ = ["SCHEMA", "Block", "GroupReport", "ScoreReport", "TaskTable"]
+__all__ = ["SCHEMA", "Block", "GroupReport", "ScoreReport", "TaskTable", "status_counts"]
 
 SCHEMA = "casstore.rescore/1"
 
 
-def _counts(status: np.ndarray) -> dict[str, int]:
-    totals = status.sum(axis=0) if status.size else np.zeros(len(STATUS_NAMES), np.int64)
-    out = {"attempts": int(totals.sum())}
-    out.update({name: int(totals[i]) for i, name in enumerate(STATUS_NAMES)})
+def status_counts(status: np.ndarray) -> dict[str, int]:
+    """``{"attempts": total, <status>: n, ...}`` over the rows of ``status`` (int[R, 5])."""
+    totals = status.sum(axis=0).tolist() if status.size else [0] * len(STATUS_NAMES)
+    return _count_dict(totals)
+
+
+def _count_dict(per_status: list[int]) -> dict[str, int]:
+    """``{"attempts": Σ, <status>: n, ...}`` from the attempts per status (STATUS_NAMES order)."""
+    out = {"attempts": sum(per_status)}
+    out.update(zip(STATUS_NAMES, per_status, strict=True))
     return out
 
 
@@ -97,6 +106,7 @@ class Block:
     pass_hat_k: list[PassAtK]
 
     def to_json(self) -> dict[str, Any]:
+        """The block's JSON object (counts, resolve rate, outputs, pass@k, pass^k)."""
         return {
             "counts": self.counts,
             "resolve_rate": self.resolve_rate,
@@ -113,6 +123,7 @@ class GroupReport(Block):
     labels: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
+        """The block's JSON object, its labels first."""
         return {"labels": self.labels, **super().to_json()}
 
 
@@ -140,6 +151,7 @@ class TaskTable:
             return np.where(self.measured > 0, self.sums / self.measured, np.nan)
 
     def to_json(self) -> list[dict[str, Any]]:
+        """One JSON object per task (the ``tasks`` of the module docstring)."""
         means = self.means().tolist()
         stderr = (
             np.stack(
@@ -169,8 +181,7 @@ class TaskTable:
                     "attempts": attempts[t],
                     "stderr": None if math.isnan(se) else se,
                 }
-            counts = {"attempts": sum(status[t])}
-            counts.update({s: status[t][i] for i, s in enumerate(STATUS_NAMES)})
+            counts = _count_dict(status[t])
             out.append(
                 {
                     "task": name,
@@ -205,29 +216,41 @@ class ScoreReport:
 
     @property
     def counts(self) -> dict[str, int]:
+        """The run's attempts per status (``attempts`` first)."""
         return self.overall.counts
 
     @property
     def outputs(self) -> dict[str, OutputStats]:
+        """The run's statistics per output (primary first)."""
         return self.overall.outputs
 
     @property
     def pass_at_k(self) -> list[PassAtK]:
+        """The run's pass@k for every k."""
         return self.overall.pass_at_k
 
     @property
     def pass_hat_k(self) -> list[PassAtK]:
+        """The run's pass^k for every k."""
         return self.overall.pass_hat_k
 
     @property
+    def attempts_with_exception(self) -> int:
+        """Attempts with an exception recorded: ``partial`` (reward kept) and ``errored``."""
+        return self.counts["partial"] + self.counts["errored"]
+
+    @property
     def failure_rollup(self) -> dict[str, Any]:
+        """Trials per exception type and per failure code, and the attempts with an exception
+        (under the key ``errored_attempts``, which keeps its old name)."""
         return {
             "exceptions": dict(self.partials.exceptions),
             "failure_codes": dict(self.partials.failures),
-            "errored_attempts": self.counts["partial"] + self.counts["errored"],
+            "errored_attempts": self.attempts_with_exception,
         }
 
     def diagnostic_dicts(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """The first ``limit`` diagnostics as JSON objects (none without the table)."""
         if self.diagnostics is None or self.table is None:
             return []
         return self.diagnostics.to_dicts(self.table, limit)

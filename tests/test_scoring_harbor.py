@@ -207,7 +207,7 @@ def test_float_sum_is_cpython_sum_bit_for_bit(values) -> None:
 
     import numpy as np
 
-    from scoring._harbor import float_sum
+    from scoring._exact_sum import float_sum
 
     got, want = float_sum(np.array(values, dtype=np.float64)), sum(values)
     assert got == want or (math.isnan(got) and math.isnan(want))
@@ -218,7 +218,7 @@ def test_float_sum_near_overflow() -> None:
     # n · max|x| overflows: not the dyadic shortcut (it summed 1 + 1e308 − 1e308 + 1 to 1.0)
     import numpy as np
 
-    from scoring._harbor import float_sum
+    from scoring._exact_sum import float_sum
 
     for values in ([1.0, 1e308, -1e308, 1.0], [0.5, 1e308, -1e308, 0.25]):
         assert float_sum(np.array(values)) == sum(values)
@@ -250,7 +250,7 @@ def test_float_sum_exact_shortcuts_are_cpython_sum(values, tail) -> None:
 
     import numpy as np
 
-    from scoring._harbor import float_sum
+    from scoring._exact_sum import float_sum
 
     values = values + tail
     got, want = float_sum(np.array(values, dtype=np.float64)), sum(values)
@@ -278,7 +278,7 @@ def test_exact_bin_sums_round_to_cpython_sum_per_bin(rows, tail) -> None:
     # bin's values in order (and so is the total of all bins), whenever the form applies
     import numpy as np
 
-    from scoring._harbor import exact_bin_sums
+    from scoring._exact_sum import exact_bin_sums
 
     rows = rows + tail
     values = np.array([value for value, _ in rows], dtype=np.float64)
@@ -297,7 +297,7 @@ def test_exact_bin_sums_round_to_cpython_sum_per_bin(rows, tail) -> None:
 def test_exact_bin_sums_on_long_columns(kind: str) -> None:
     import numpy as np
 
-    from scoring._harbor import exact_bin_sums
+    from scoring._exact_sum import exact_bin_sums
 
     rng = np.random.default_rng(len(kind))
     n = 300_000
@@ -320,7 +320,7 @@ def test_exact_bin_sums_on_long_columns(kind: str) -> None:
 def test_exact_bin_sums_refuses_what_it_cannot_prove() -> None:
     import numpy as np
 
-    from scoring._harbor import exact_bin_sums
+    from scoring._exact_sum import exact_bin_sums
 
     wide = np.array([1e-30, 1e30, 0.5])  # range beyond 62 bits: CPython's rounding matters
     assert exact_bin_sums(wide, 0.0, 1e30) is None
@@ -333,7 +333,7 @@ def test_exact_bin_sums_refuses_what_it_cannot_prove() -> None:
 def test_float_sum_long_lists_are_cpython_sum(kind: str) -> None:
     import numpy as np
 
-    from scoring._harbor import float_sum
+    from scoring._exact_sum import float_sum
 
     rng = np.random.default_rng(len(kind))
     n = 200_000
