@@ -26,8 +26,7 @@ from casstore.store.tasksets import TasksetResult
 from casstore.trials.check import check_jobs
 from casstore.trials.jobstore import Jobs
 from casstore.trials.records import ImportReport
-from scoring import DEFAULT_GROUP_BY, ScoreReport, View, load_views, score
-from scoring._metric_script import DEFAULT_TIMEOUT
+from scoring import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, ScoreReport, View, load_views, score
 
 __all__ = [
     "checkout",
@@ -178,7 +177,7 @@ def rescore(
     metrics: Sequence[str | Path] = ("mean",),
     views: Sequence[View] | Path | str | None = None,
     taskset: str | None = None,
-    metric_timeout: float = DEFAULT_TIMEOUT,
+    metric_timeout: float = DEFAULT_METRIC_TIMEOUT,
 ) -> ScoreReport:
     """Score the trials of ``sources`` (job directories, saved-trials files, ids or names of
     jobs imported in the store at ``store``), as ``casstore rescore`` does: with ``taskset``,
