@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from casstore.errors import CheckError, UsageError
 from casstore.table.columns import Flag, Kind, RewardTable
 from casstore.trials import find_jobs, parse_result, read_job, table_from_records
-from casstore.trials.parse import ResultUnreadable
+from casstore.trials.result import ResultUnreadable
 from tests.trials_builder import ABSENT, make_job, trial_json, trial_result
 
 NAN = math.nan

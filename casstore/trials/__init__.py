@@ -22,7 +22,7 @@ from casstore.trials.jobs import (
     table_from_records,
 )
 from casstore.trials.jobstore import Jobs
-from casstore.trials.parse import parse_result, rewards_verdict
+from casstore.trials.parse import parse_result
 from casstore.trials.records import (
     FAILURE_CODES,
     REWARD_KEY_METADATA,
@@ -32,6 +32,7 @@ from casstore.trials.records import (
     TrialRecord,
 )
 from casstore.trials.saved import read_trials_jsonl, write_trials_jsonl
+from casstore.trials.verdict import rewards_verdict
 
 __all__ = [
     "FAILURE_CODES",

@@ -35,7 +35,7 @@ from casstore.errors import CheckError, UsageError, is_text
 from casstore.table.columns import Flag, Kind, RewardTable, harbor_evals_key
 from casstore.table.labels import first_seen
 from casstore.trials.evidence import Evidence, encode_evidence_pack, entry_key, reference, train
-from casstore.trials.parse import ResultUnreadable, failure_of, parse_stored
+from casstore.trials.parse import parse_stored
 from casstore.trials.records import (
     FAILURE_CODES,
     REWARD_KEY_METADATA,
@@ -46,6 +46,8 @@ from casstore.trials.records import (
     job_id_problem,
     stored_with_attempt,
 )
+from casstore.trials.result import ResultUnreadable
+from casstore.trials.rules import failure_code
 
 __all__ = [
     "ImportedJob",
@@ -508,7 +510,9 @@ def row_labels(record: TrialRecord) -> tuple[str, ...]:
         record.model_name or "",
         record.source or "",
         record.exception_type or "",
-        record.failure or failure_of(record) or "",
+        record.failure
+        or failure_code(record.valid, record.has_verifier, record.exception_type)
+        or "",
         harbor_evals_key(record.agent_name, record.model_name, record.source),
     )
 
