@@ -7,7 +7,7 @@ an array without what the job record implies, see
 :func:`~casstore.trials.records.encode_trial_pack`),
 ``reward_tables`` (job id → :meth:`RewardTable.to_bytes`), ``evidence`` (content-addressed:
 ``sha256:<hex>`` of the value; a pack of the zstd-compressed raw result.json files of the
-trial directories read together (:data:`~casstore.trials.jobs.CHUNK` or so), a trial's
+trial directories read together (:data:`~casstore.trials.chunk.TRIALS_PER_CHUNK` or so), a trial's
 reference ``<key>#<index>``, see :mod:`casstore.trials.evidence`),
 ``zstd_dicts`` (dictionary id → bytes). One value per few hundred trials, not one per trial:
 an import of 100,000 trials writes 400 values instead of 200,000.
@@ -51,6 +51,7 @@ import msgspec
 from casstore.errors import CheckError, UnknownReferenceError, UsageError, is_text, printable
 from casstore.progress import Progress
 from casstore.store.index import Txn, decode
+from casstore.table.codes import ordered_counts
 from casstore.table.columns import RewardTable
 from casstore.trials.evidence import (
     decompress,
@@ -60,20 +61,12 @@ from casstore.trials.evidence import (
     frame_of,
     split_reference,
 )
-from casstore.trials.jobs import (
-    ImportedJob,
-    _subdir_names,
-    assign_attempts,
-    find_jobs,
-    job_counts,
-    job_id_at,
-    paused_gc,
-    read_job,
-    record_reward_key,
-    table_from_records,
-)
+from casstore.trials.files import job_id_at
+from casstore.trials.find import find_jobs
+from casstore.trials.find import subdir_names as _subdir_names
+from casstore.trials.imported import ImportedJob
+from casstore.trials.read import paused_gc, read_job
 from casstore.trials.records import (
-    FAILURE_CODES,
     ImportReport,
     JobRecord,
     TrialRecord,
@@ -82,8 +75,10 @@ from casstore.trials.records import (
     encode_stored,
     encode_trial_pack,
     from_builtins,
+    record_reward_key,
 )
 from casstore.trials.saved import read_trials_jsonl
+from casstore.trials.table import assign_attempts, job_counts, table_from_records
 
 if TYPE_CHECKING:
     from casstore.store.core import Store
@@ -387,7 +382,7 @@ def _store_job(
         _keep_previous(record, previous, bool(parsed.trials))
     record.trials = len(everything)
     record.trial_names = sorted(t.trial_name for t in everything)
-    record.failure_codes = {c: codes[c] for c in FAILURE_CODES if codes.get(c)}
+    record.failure_codes = ordered_counts(codes)
     record.agents = [a for a in table.agents if a]
     record.models = [m for m in table.models if m]
     record.datasets = [d for d in table.datasets if d]
@@ -400,7 +395,7 @@ def _store_job(
         trials=counts["trials"],
         imported=sum(t.trial_name not in known for t in parsed.trials),
         invalid=counts["invalid"],
-        errored=counts["errored"],
+        exceptions=counts["exceptions"],
         no_verifier=counts["no_verifier"],
         failure_codes=record.failure_codes,
         diagnostics=record.diagnostics,
@@ -562,7 +557,7 @@ def _store_packed(
     record.trials = len(packed.names)
     if len(record.trial_names) != len(packed.names):  # read_job sorted them already
         record.trial_names = sorted(packed.names)
-    record.failure_codes = {c: codes[c] for c in FAILURE_CODES if codes.get(c)}
+    record.failure_codes = ordered_counts(codes)
     table = packed.table
     record.agents = [a for a in table.agents if a]
     record.models = [m for m in table.models if m]
@@ -575,7 +570,7 @@ def _store_packed(
         trials=counts["trials"],
         imported=len(packed.names),
         invalid=counts["invalid"],
-        errored=counts["errored"],
+        exceptions=counts["exceptions"],
         no_verifier=counts["no_verifier"],
         failure_codes=record.failure_codes,
         diagnostics=record.diagnostics,
