@@ -41,8 +41,9 @@ import typer
 from casstore.errors import UsageError
 from casstore.store import Store
 from casstore.trials import Jobs, find_jobs, read_job, write_trials_jsonl
-from casstore.trials.jobs import assign_attempts, record_reward_key
+from casstore.trials.records import record_reward_key
 from casstore.trials.saved import check_output
+from casstore.trials.table import assign_attempts
 from cli.options import GlobalOptions, JsonOption
 from cli.output import emit_json, out_console, progress_bar
 
@@ -92,7 +93,7 @@ def import_(
         codes = ", ".join(f"{c}={n}" for c, n in r.failure_codes.items()) or "none"
         out_console.print(
             f"{r.name}  {r.job}: {r.trials} trials ({r.imported} new), {r.invalid} invalid, "
-            f"{r.errored} with an exception, {r.no_verifier} without a verifier result; "
+            f"{r.exceptions} with an exception, {r.no_verifier} without a verifier result; "
             f"failures: {codes}"
         )
         for diagnostic in r.diagnostics:

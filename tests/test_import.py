@@ -93,7 +93,7 @@ def test_full_trials_keep_their_evidence(fixtures_dir: Path, tmp_path: Path) -> 
 def test_tb2_store_round_trip_and_evidence(fixtures_dir: Path, tmp_path: Path) -> None:
     with Store(tmp_path / "store") as store:
         (report,) = Jobs(store).import_jobs([fixtures_dir / TB2])
-        assert (report.trials, report.imported, report.errored, report.no_verifier) == (
+        assert (report.trials, report.imported, report.exceptions, report.no_verifier) == (
             89,
             89,
             21,
@@ -419,10 +419,10 @@ def test_packed_import_stores_what_records_would(
     table are those of :func:`assign_attempts` and :func:`table_from_records`: attempts
     assigned in the workers (each task within one chunk) or in the main process (a duplicate
     trial name, tasks across chunks), unreadable files, invalid and secondary rewards."""
+    import casstore.trials.chunk as chunk
     import casstore.trials.importing as importing
-    import casstore.trials.jobs as jobs
     import casstore.trials.packs as stored_packs
-    from casstore.trials.jobs import assign_attempts
+    from casstore.trials.table import assign_attempts
 
     def dir_name(i: int) -> str:
         return (
@@ -447,7 +447,7 @@ def test_packed_import_stores_what_records_would(
     trials["broken"] = "{"
     trials["missing"] = None
     job_dir = make_job(tmp_path / "job", trials, expected=40)
-    monkeypatch.setattr(jobs, "CHUNK", 6)
+    monkeypatch.setattr(chunk, "TRIALS_PER_CHUNK", 6)
     monkeypatch.setattr(stored_packs, "TRIALS_PER_PACK", 7)
 
     def import_job(store_dir: Path, packed: bool) -> list[dict]:
@@ -534,12 +534,12 @@ def test_streamed_import_survives_a_full_map(
     holds exactly what an import without streaming stores."""
     import lmdb
 
+    import casstore.trials.chunk as chunk
     import casstore.trials.importing as importing
-    import casstore.trials.jobs as jobs
     import casstore.trials.packs as stored_packs
 
     job_dir = _stream_job(tmp_path)
-    monkeypatch.setattr(jobs, "CHUNK", 4)
+    monkeypatch.setattr(chunk, "TRIALS_PER_CHUNK", 4)
     monkeypatch.setattr(stored_packs, "TRIALS_PER_PACK", 3)  # packs written while parsing
     original = importing.read_job
     monkeypatch.setattr(
@@ -577,11 +577,11 @@ def test_new_job_is_written_while_parsed(
 ) -> None:
     """A new job's chunks reach the store as they are parsed, in order, and its transaction
     commits without the write that follows a parse (which would write everything again)."""
+    import casstore.trials.chunk as chunk
     import casstore.trials.importing as importing
-    import casstore.trials.jobs as jobs
 
     job_dir = _stream_job(tmp_path)
-    monkeypatch.setattr(jobs, "CHUNK", 4)
+    monkeypatch.setattr(chunk, "TRIALS_PER_CHUNK", 4)
     original = importing.read_job
     monkeypatch.setattr(
         importing, "read_job", lambda *a, **k: original(*a, **{**k, "workers": workers})
@@ -1099,10 +1099,11 @@ def test_evidence_is_content_addressed_in_packs(
     index is an unknown reference."""
     import hashlib
 
-    import casstore.trials.jobs as jobs
+    import casstore.trials.chunk as chunk
     from casstore.errors import UnknownReferenceError
 
-    monkeypatch.setattr(jobs, "CHUNK", 4)  # chunks cut at task boundaries: 4 tasks x 7-8
+    # chunks cut at task boundaries: 4 tasks x 7-8
+    monkeypatch.setattr(chunk, "TRIALS_PER_CHUNK", 4)
     job_dir = _stream_job(tmp_path)
     with Store(tmp_path / "store") as store:
         (report,) = Jobs(store).import_jobs([job_dir])

@@ -10,8 +10,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
+import casstore.trials.chunk as chunk
 import casstore.trials.importing as importing
-import casstore.trials.jobs as jobs
 import casstore.trials.packs as stored_packs
 from casstore.api import fsck
 from casstore.errors import CorruptStoreError
@@ -73,7 +73,7 @@ def test_packs_hold_trials_by_name_however_they_were_read(
     """Trial names that go back after a pack was written while parsing (the first half of
     the directories holds the even names, the second half the odd ones) end in packs by
     name: the layout a re-import or an import without streaming writes."""
-    monkeypatch.setattr(jobs, "CHUNK", 5)
+    monkeypatch.setattr(chunk, "TRIALS_PER_CHUNK", 5)
     monkeypatch.setattr(stored_packs, "TRIALS_PER_PACK", 5)  # the buffer is empty after each chunk
     n = 40
     names = [f"b{2 * i:03d}" for i in range(n // 2)] + [f"b{2 * i + 1:03d}" for i in range(n // 2)]

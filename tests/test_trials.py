@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from casstore.errors import CheckError, UsageError
 from casstore.table.columns import Flag, Kind, RewardTable
 from casstore.trials import find_jobs, parse_result, read_job, table_from_records
-from casstore.trials.parse import ResultUnreadable
+from casstore.trials.result import ResultUnreadable
 from tests.trials_builder import ABSENT, make_job, trial_json, trial_result
 
 NAN = math.nan
@@ -629,15 +629,15 @@ def test_parallel_parse_equals_serial(tmp_path: Path) -> None:
         for i in range(60)
     }
     job_dir = make_job(tmp_path / "job", trials)
-    import casstore.trials.jobs as jobs
+    import casstore.trials.chunk as chunk
 
-    old = jobs.CHUNK
-    jobs.CHUNK = 8  # several chunks; evidence packs (and references) follow the chunks
+    old = chunk.TRIALS_PER_CHUNK
+    chunk.TRIALS_PER_CHUNK = 8  # several chunks; evidence packs (and references) follow them
     try:
         serial = read_job(job_dir, workers=1)
         parallel = read_job(job_dir, workers=2)
     finally:
-        jobs.CHUNK = old
+        chunk.TRIALS_PER_CHUNK = old
     assert [r.trial_name for r in parallel.trials] == [r.trial_name for r in serial.trials]
     strip = {"imported_at"}
     assert [
@@ -653,14 +653,15 @@ def _worker_trouble(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trouble) ->
     import os
     import time
 
-    import casstore.trials.jobs as jobs
+    import casstore.trials.chunk as chunk
+    import casstore.trials.workers as workers
 
     trials = {f"t{i}__x": trial_json(trial_result(f"t{i % 7}", f"t{i}__x")) for i in range(60)}
     job_dir = make_job(tmp_path / "job", trials)
-    monkeypatch.setattr(jobs, "CHUNK", 8)
+    monkeypatch.setattr(chunk, "TRIALS_PER_CHUNK", 8)
     marker = tmp_path / "worker-in-trouble"
     parent = os.getpid()
-    original = jobs._read_chunk
+    original = workers.read_chunk
 
     def read_chunk(args, evidence):
         if os.getpid() != parent:
@@ -671,7 +672,7 @@ def _worker_trouble(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trouble) ->
             time.sleep(0.01)
         return original(args, evidence)
 
-    monkeypatch.setattr(jobs, "_read_chunk", read_chunk)
+    monkeypatch.setattr(workers, "read_chunk", read_chunk)
     return job_dir
 
 

@@ -12,19 +12,28 @@ The contract the scoring engine codes against:
 * :func:`table_from_records` ``(records, reward_key) -> RewardTable``;
 * in a store: :class:`Jobs` ``(store)``: ``import_jobs``, ``list``, ``get``,
   ``reward_table``, ``trial_records``, ``evidence`` (see :mod:`casstore.trials.stored`).
+
+Modules, by verb: :mod:`~casstore.trials.find` (job directories), :mod:`~casstore.trials.files`
+(job-level files, job ids), :mod:`~casstore.trials.parse` (one result.json),
+:mod:`~casstore.trials.rules` (a trial's flags, failure code, attempt, agent label; counts),
+:mod:`~casstore.trials.chunk` (one chunk of trial directories), :mod:`~casstore.trials.workers`
+(the chunks, in parallel), :mod:`~casstore.trials.merge` (chunks into a job and its table),
+:mod:`~casstore.trials.drift` (Harbor schema drift), :mod:`~casstore.trials.read`
+(``read_job``), :mod:`~casstore.trials.table` (tables of records),
+:mod:`~casstore.trials.evidence`, :mod:`~casstore.trials.records`, :mod:`~casstore.trials.saved`;
+the store's side: :mod:`~casstore.trials.importing` (the import), :mod:`~casstore.trials.stream`
+(a new job written while parsed), :mod:`~casstore.trials.write` (a parsed job stored),
+:mod:`~casstore.trials.packs` (trial packs), :mod:`~casstore.trials.stored` (reads),
+:mod:`~casstore.trials.stored_evidence` (evidence reads), :mod:`~casstore.trials.check` (fsck).
 """
 
-from casstore.trials.jobs import (
-    ImportedJob,
-    assign_attempts,
-    find_jobs,
-    read_job,
-    table_from_records,
-)
+from casstore.table.codes import FailureCode
+from casstore.trials.find import find_jobs
+from casstore.trials.imported import ImportedJob
 from casstore.trials.jobstore import Jobs
-from casstore.trials.parse import parse_result, rewards_verdict
+from casstore.trials.parse import parse_result
+from casstore.trials.read import read_job
 from casstore.trials.records import (
-    FAILURE_CODES,
     REWARD_KEY_METADATA,
     ImportReport,
     JobRecord,
@@ -32,10 +41,12 @@ from casstore.trials.records import (
     TrialRecord,
 )
 from casstore.trials.saved import read_trials_jsonl, write_trials_jsonl
+from casstore.trials.table import assign_attempts, table_from_records
+from casstore.trials.verdict import rewards_verdict
 
 __all__ = [
-    "FAILURE_CODES",
     "REWARD_KEY_METADATA",
+    "FailureCode",
     "ImportReport",
     "ImportedJob",
     "JobRecord",

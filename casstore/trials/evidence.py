@@ -11,7 +11,7 @@ The store's ``evidence`` database is content-addressed: every value is kept unde
 :func:`entry_key`, ``sha256:<hex>`` of its bytes. An import stores one **pack** per chunk of
 trial directories (:func:`encode_evidence_pack`: the msgpack map ``{"dict": id or None,
 "frames": [zstd bytes, ...], "sizes": [n, ...]}``), and a trial's evidence reference is
-``<pack key>#<index>`` (:func:`reference`): one value and one hash per few hundred files
+``<pack key>#<index>`` (:func:`references`): one value and one hash per few hundred files
 instead of one each. Older stores hold one **entry** per file (:func:`encode_entry`: ``{"dict",
 "data", "size"}``) referenced by its key alone (schema 2: the SHA-256 of the entry; schema 1:
 of the raw result.json); :func:`frame_of` reads both kinds.
@@ -23,6 +23,7 @@ import msgspec
 import zstandard
 
 from casstore.digest import Digest
+from casstore.trials.sample import sample
 
 __all__ = [
     "LEVEL",
@@ -35,7 +36,7 @@ __all__ = [
     "entry_key",
     "frame_count",
     "frame_of",
-    "reference",
+    "references",
     "split_reference",
     "train",
 ]
@@ -55,9 +56,7 @@ def train(samples: list[bytes]) -> bytes | None:
     there are fewer than :data:`MIN_DICT_SAMPLES` or training fails."""
     if len(samples) < MIN_DICT_SAMPLES:
         return None
-    if len(samples) > MAX_TRAIN_SAMPLES:
-        step = len(samples) / MAX_TRAIN_SAMPLES
-        samples = [samples[int(i * step)] for i in range(MAX_TRAIN_SAMPLES)]
+    samples = sample(samples, MAX_TRAIN_SAMPLES)
     total = sum(len(s) for s in samples)
     size = max(4096, min(65536, total // 32))
     try:
@@ -136,9 +135,10 @@ def encode_evidence_pack(dictionary: str | None, frames: list[bytes], sizes: lis
     return _ENCODE(_Pack(dictionary, frames, sizes))
 
 
-def reference(key: str, index: int) -> str:
-    """A trial's evidence reference: frame ``index`` of the pack stored at ``key``."""
-    return f"{key}#{index}"
+def references(key: str, count: int) -> list[str]:
+    """The evidence references of the trials of a pack of ``count`` frames stored at ``key``:
+    ``<key>#<index>`` for frame ``index``, in order (one call per pack, not per trial)."""
+    return [f"{key}#{index}" for index in range(count)]
 
 
 def split_reference(ref: str) -> tuple[str, int | None]:
@@ -146,6 +146,7 @@ def split_reference(ref: str) -> tuple[str, int | None]:
     ``#``). Raises ``ValueError`` when the key is not ``sha256:<64 hex digits>`` or the part
     after ``#`` is not a decimal index."""
     key, hash_sign, index = ref.partition("#")
+    # Digest.is_hex, not Digest.parse: a third of the cost, per trial in fsck
     if not key.startswith("sha256:") or not Digest.is_hex(key[7:]):
         raise ValueError(f"{ref}: not an evidence reference (sha256:<64 hex digits>#<index>)")
     if not hash_sign:

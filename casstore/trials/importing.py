@@ -27,20 +27,15 @@ from pathlib import Path
 from casstore.errors import CheckError, UsageError, is_text, printable
 from casstore.progress import Progress
 from casstore.store.index import Index, Txn
-from casstore.trials.jobs import (
-    ImportedJob,
-    _subdir_names,
-    assign_attempts,
-    find_jobs,
-    job_id_at,
-    paused_gc,
-    read_job,
-    table_from_records,
-)
+from casstore.trials.files import job_id_at
+from casstore.trials.find import find_jobs, subdir_names
+from casstore.trials.imported import ImportedJob
+from casstore.trials.read import paused_gc, read_job
 from casstore.trials.records import ImportReport, JobRecord, TrialRecord
-from casstore.trials.saved import _job_dir_of, read_trials_jsonl
+from casstore.trials.saved import read_trials_jsonl
 from casstore.trials.stored import stored_job
 from casstore.trials.stream import JobStream
+from casstore.trials.table import assign_attempts, table_from_records
 from casstore.trials.write import reserve_for, store_job
 
 __all__ = ["import_jobs", "import_records"]
@@ -75,7 +70,7 @@ def import_jobs(
         raise UsageError(printable(name), "--name is not valid Unicode text")
     reports: list[ImportReport] = []
     # each job directory listed once (scandir, no stat per entry): for the total and the parse
-    listings = {job_dir: _subdir_names(job_dir) for job_dir in job_dirs}
+    listings = {job_dir: subdir_names(job_dir) for job_dir in job_dirs}
     if progress is not None:
         progress.start(sum(len(names) for names in listings.values()))
     for job_dir in job_dirs:
@@ -213,5 +208,5 @@ def _given_once(records: list[TrialRecord], job_id: str, where: str) -> None:
 
 def _common_job_dir(records: list[TrialRecord]) -> str | None:
     """The absolute job directory the trials were read from, when they all name the same."""
-    dirs = {_job_dir_of(r) for r in records if r.result_path and Path(r.result_path).is_absolute()}
+    dirs = {r.job_dir for r in records if r.result_path and Path(r.result_path).is_absolute()}
     return dirs.pop() if len(dirs) == 1 else None

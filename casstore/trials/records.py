@@ -5,36 +5,27 @@ scoring and reporting need, plus a reference to the raw file kept (zstd-compress
 evidence. A :class:`JobRecord` is one Harbor job directory. Both convert to plain builtins
 with :func:`to_builtins` (what the store's LMDB index packs) and back with :func:`from_builtins`.
 
-Failure codes (one per trial at most, in this priority order; job-level codes counted once per
-job):
-
-=============================  ==========================================================
-``reward_mapping_invalid``     the reward mapping fails Harbor's ``VerifierResult`` (null,
-                               non-numeric string, list, object, ...): not scoreable
-``verifier_result_missing``    ``verifier_result`` (or its ``rewards``) is null or absent
-``trial_exception``            Harbor recorded ``exception_info`` (the reward may survive)
-``result_unreadable``          a trial directory whose result.json is missing or cannot be
-                               parsed (as for Harbor's loader: not a JSON object, no string
-                               task_name/trial_name, a lone surrogate in a string): counted,
-                               never a record or a table row
-``job_result_missing_partial`` (job) the job-level result.json is missing or unreadable but
-                               trial files were imported
-``trial_count_mismatch``       (job) trials found differ from what lock.json/result.json/
-                               config.json expected
-=============================  ==========================================================
+Failure codes (a trial's ``failure``, a job's ``failure_codes``) are
+:class:`~casstore.table.codes.FailureCode` (see :mod:`casstore.table.codes`); the other codes
+of a job's ``diagnostics`` are :class:`Diagnostic`.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
+from enum import StrEnum
 from typing import Any
 
 import msgspec
 
+from casstore.table.columns import RewardTable
+from casstore.trials.rules import agent_label
+
 __all__ = [
-    "FAILURE_CODES",
     "MAX_JOB_ID_BYTES",
     "REWARD_KEY_METADATA",
+    "Diagnostic",
     "ImportReport",
     "JobRecord",
     "StepRecord",
@@ -46,6 +37,8 @@ __all__ = [
     "encode_trial_pack",
     "from_builtins",
     "job_id_problem",
+    "label_record",
+    "record_reward_key",
     "stored_with_attempt",
     "to_builtins",
 ]
@@ -70,14 +63,13 @@ def job_id_problem(job_id: str) -> str | None:
     return None
 
 
-FAILURE_CODES = (
-    "reward_mapping_invalid",
-    "verifier_result_missing",
-    "trial_exception",
-    "result_unreadable",
-    "job_result_missing_partial",
-    "trial_count_mismatch",
-)
+class Diagnostic(StrEnum):
+    """The codes of a job's diagnostics that are not failure codes (those are
+    :class:`~casstore.table.codes.FailureCode`); the value is the JSON name."""
+
+    DUPLICATE_TRIAL_NAME = "duplicate_trial_name"  # a trial name given by two directories
+    HARBOR_SCHEMA_DRIFT = "harbor_schema_drift"  # see casstore.trials.drift
+
 
 Timing = tuple[str | None, str | None]
 """``(started_at, finished_at)`` ISO strings as Harbor wrote them."""
@@ -126,7 +118,7 @@ class TrialRecord(msgspec.Struct, omit_defaults=True, gc=False):
     when Harbor's model rejects the mapping (then no reward is kept).
 
     Errors: ``exception_type``, ``exception_message``, ``exception_at``; ``failure`` is the
-    trial's failure code (see the module docstring) or None.
+    trial's failure code (a :class:`~casstore.table.codes.FailureCode`) or None.
 
     Timings (``(started_at, finished_at)`` ISO strings): ``started_at``, ``finished_at``,
     ``environment_setup``, ``agent_setup``, ``agent_execution``, ``verifier``.
@@ -180,12 +172,20 @@ class TrialRecord(msgspec.Struct, omit_defaults=True, gc=False):
     @property
     def agent_label(self) -> str:
         """``"name@version"`` (the reward table's ``agent`` label)."""
-        return f"{self.agent_name}@{self.agent_version}"
+        return agent_label(self.agent_name, self.agent_version)
 
     @property
     def reward_key(self) -> str | None:
         """``metadata["harbor_primary_reward_key"]`` or None."""
         return self.metadata.get(REWARD_KEY_METADATA)
+
+    @property
+    def job_dir(self) -> str | None:
+        """The job directory the trial was read from (``result_path``'s grandparent), or
+        None without a ``result_path``."""
+        if not self.result_path:
+            return None
+        return os.path.dirname(os.path.dirname(self.result_path))
 
 
 class JobRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -227,8 +227,8 @@ class ImportReport(msgspec.Struct, kw_only=True):
     """What one job's import did: the ``casstore import --json`` object.
 
     ``job`` (job id), ``name``, ``trials`` (records of the job now stored), ``imported`` (new
-    this run), ``invalid``/``errored``/``no_verifier`` (counts over the job's trials),
-    ``failure_codes``, ``diagnostics``.
+    this run), ``invalid``/``exceptions``/``no_verifier`` (counts over the job's trials, see
+    :func:`casstore.trials.rules.counts`), ``failure_codes``, ``diagnostics``.
     """
 
     job: str
@@ -236,7 +236,9 @@ class ImportReport(msgspec.Struct, kw_only=True):
     trials: int
     imported: int
     invalid: int
-    errored: int
+    # trials with an exception recorded; the JSON key stays "errored" (the JSON does not
+    # change with the rename; rescore's "errored" is another count)
+    exceptions: int = msgspec.field(name="errored")
     no_verifier: int
     failure_codes: dict[str, int]
     diagnostics: list[dict[str, Any]]
@@ -247,6 +249,21 @@ class ImportReport(msgspec.Struct, kw_only=True):
         data = msgspec.to_builtins(self)
         data.pop("name")
         return data
+
+
+def label_record(record: JobRecord, table: RewardTable) -> None:
+    """Set a job record's ``agents``, ``models`` and ``datasets``: the labels of its reward
+    table, without the empty one."""
+    record.agents = [a for a in table.agents if a]
+    record.models = [m for m in table.models if m]
+    record.datasets = [d for d in table.datasets if d]
+
+
+def record_reward_key(records: Iterable[TrialRecord], reward_key: str) -> None:
+    """Set ``metadata["harbor_primary_reward_key"]`` on every record."""
+    for r in records:
+        if r.metadata.get(REWARD_KEY_METADATA) != reward_key:
+            r.metadata = {**r.metadata, REWARD_KEY_METADATA: reward_key}
 
 
 def to_builtins(record: msgspec.Struct) -> Any:

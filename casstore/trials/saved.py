@@ -133,7 +133,7 @@ def read_trials_jsonl(path: Path | str) -> tuple[str, list[TrialRecord]]:
             raise RewardKeyError(
                 f"{path}:{number}", f"not a saved trial ({error}); {rebuild_hint(None, None)}"
             ) from None
-        job_dir = _job_dir_of(record)
+        job_dir = record.job_dir
         key = record.metadata.get(REWARD_KEY_METADATA)
         if not key:
             raise RewardKeyError(
@@ -161,9 +161,3 @@ def _check_kinds(record: TrialRecord) -> None:
     for key, kind in record.kinds.items():
         if not 0 <= kind <= Kind.BOOLEAN:
             raise msgspec.ValidationError(f"kinds[{key!r}] is {kind}, not a reward kind 0-3")
-
-
-def _job_dir_of(record: TrialRecord) -> str | None:
-    if not record.result_path:
-        return None
-    return str(Path(record.result_path).parent.parent)

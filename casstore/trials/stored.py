@@ -7,7 +7,7 @@ name) in their stored form, each an array without what the job record implies, s
 :mod:`casstore.trials.packs` and :func:`~casstore.trials.records.encode_trial_pack`),
 ``reward_tables`` (job id → :meth:`RewardTable.to_bytes`), ``evidence`` (content-addressed:
 ``sha256:<hex>`` of the value; a pack of the zstd-compressed raw result.json files of the
-trial directories read together (:data:`~casstore.trials.jobs.CHUNK` or so), a trial's
+trial directories read together (:data:`~casstore.trials.chunk.TRIALS_PER_CHUNK` or so), a trial's
 reference ``<key>#<index>``, see :mod:`casstore.trials.evidence`),
 ``zstd_dicts`` (dictionary id → bytes). One value per few hundred trials, not one per trial:
 an import of 100,000 trials writes 400 values instead of 200,000.

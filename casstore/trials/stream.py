@@ -1,7 +1,7 @@
 """The write of a new job while it is parsed: one write transaction open across the parse.
 
-:func:`~casstore.trials.jobs.read_job` hands its chunks to a :class:`JobStream` (its
-:class:`~casstore.trials.jobs.ChunkSink`) as it parses them; the evidence and full trial packs
+:func:`~casstore.trials.read.read_job` hands its chunks to a :class:`JobStream` (its
+:class:`~casstore.trials.chunk.ChunkSink`) as it parses them; the evidence and full trial packs
 are written at once, so that the end of the parse leaves little to write. Anything unexpected
 aborts the transaction and the caller writes the parsed job the usual way
 (:func:`~casstore.trials.write.store_job` in :meth:`Index.write`): the store ends the same.
@@ -14,7 +14,7 @@ from typing import Any
 import lmdb
 
 from casstore.store.index import Index, WriteTxn
-from casstore.trials.jobs import ImportedJob
+from casstore.trials.imported import ImportedJob
 from casstore.trials.packs import has_trials, increasing, trial_packs, whole_packs
 from casstore.trials.records import ImportReport
 from casstore.trials.write import put_dictionary, put_evidence, store_packed

@@ -4,7 +4,7 @@ One write transaction holds all of it: the job's evidence, its trial records (ev
 the job rewritten, in packs by trial name: attempts are re-assigned over all of the job's
 trials), its reward table (rebuilt over all of them, for the job record's ``reward_key``) and
 its job record (trial count and names, failure codes, labels). A job whose trials are its only
-ones and still packed as :func:`~casstore.trials.jobs.read_job` made them is written as it is,
+ones and still packed as :func:`~casstore.trials.read.read_job` made them is written as it is,
 nothing decoded (:func:`store_packed`).
 
 Evidence is content-addressed: a value stored at the same digest is kept unless its bytes
@@ -24,17 +24,18 @@ import msgspec
 from casstore.store.index import Index, Txn
 from casstore.table.codes import FailureCode, ordered_counts
 from casstore.table.columns import RewardTable
-from casstore.trials.jobs import (
-    ImportedJob,
-    _label_record,
-    assign_attempts,
-    job_counts,
-    record_reward_key,
-    table_from_records,
-)
+from casstore.trials.imported import ImportedJob
 from casstore.trials.packs import delete_trials, has_trials, sort_by_trial_name, trial_packs
-from casstore.trials.records import ImportReport, JobRecord, TrialRecord, encode_stored
+from casstore.trials.records import (
+    ImportReport,
+    JobRecord,
+    TrialRecord,
+    encode_stored,
+    label_record,
+    record_reward_key,
+)
 from casstore.trials.stored import stored_trials
+from casstore.trials.table import assign_attempts, job_counts, table_from_records
 
 __all__ = ["put_dictionary", "put_evidence", "reserve_for", "store_job", "store_packed"]
 
@@ -143,7 +144,7 @@ def _put_record(
     if previous is not None:
         _keep_previous(record, previous, new_trials)
     record.failure_codes = ordered_counts(codes)
-    _label_record(record, table)
+    label_record(record, table)
     txn.raw_put("jobs", record.job_id, _ENCODER.encode(record))
 
 
@@ -159,7 +160,7 @@ def _report(record: JobRecord, counts: dict[str, int], imported: int) -> ImportR
         trials=counts["trials"],
         imported=imported,
         invalid=counts["invalid"],
-        errored=counts["errored"],
+        exceptions=counts["exceptions"],
         no_verifier=counts["no_verifier"],
         failure_codes=record.failure_codes,
         diagnostics=record.diagnostics,
