@@ -16,6 +16,10 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harbor.models.trial.result import TrialResult
 
 __all__ = ["write_example_job"]
 
@@ -43,7 +47,7 @@ def write_example_job(
     job = dest / name
     job.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    results = []
+    results: list[TrialResult] = []
     for index, task in enumerate(tasks):
         chance = 0.8 - 0.25 * index
         for attempt in range(attempts):
@@ -74,16 +78,15 @@ def write_example_job(
 
 
 def _outcome(rng: random.Random, chance: float, first_task: bool, slot: tuple[int, int]) -> dict:
-    rewards: dict[str, float] | None = {"reward": 1.0 if rng.random() < chance else 0.0}
+    rewards = {"reward": 1.0 if rng.random() < chance else 0.0}
     if first_task:
         rewards["style"] = round(rng.uniform(0.5, 1.0), 2)
-    exception = "AgentTimeoutError" if slot == (1, 2) else None
     if slot == (2, 1):
-        rewards, exception = None, "NonZeroAgentExitCodeError"
-    return {"rewards": rewards, "exception": exception}
+        return {"rewards": None, "exception": "NonZeroAgentExitCodeError"}
+    return {"rewards": rewards, "exception": "AgentTimeoutError" if slot == (1, 2) else None}
 
 
-def _trial(task: str, trial: str, outcome: dict, position: int):
+def _trial(task: str, trial: str, outcome: dict, position: int) -> TrialResult:
     from harbor.models.agent.context import AgentContext
     from harbor.models.task.id import LocalTaskId
     from harbor.models.trial.config import AgentConfig, TaskConfig, TrialConfig
@@ -131,10 +134,10 @@ def _trial(task: str, trial: str, outcome: dict, position: int):
     )
 
 
-def _write_trial(directory: Path, result) -> None:
+def _write_trial(directory: Path, result: TrialResult) -> None:
     (directory / "verifier").mkdir(parents=True, exist_ok=True)
     (directory / "result.json").write_text(result.model_dump_json(indent=4))
     (directory / "config.json").write_text(result.config.model_dump_json(indent=4))
-    if result.verifier_result is not None:
-        reward = result.verifier_result.rewards["reward"]
-        (directory / "verifier" / "reward.txt").write_text(f"{reward}\n")
+    rewards = result.verifier_result.rewards if result.verifier_result else None
+    if rewards is not None:
+        (directory / "verifier" / "reward.txt").write_text(f"{rewards['reward']}\n")
