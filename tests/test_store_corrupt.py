@@ -291,6 +291,7 @@ def _assert_refused(store_dir: Path, size: int, *argv: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [0, 4096, 8192, "half", "one page short"])
 def test_truncated_data_file(imported, size) -> None:
     store_dir, _ = imported
@@ -306,6 +307,7 @@ def test_truncated_data_file(imported, size) -> None:
     assert '"kind": "corrupt_store"' in out
 
 
+@pytest.mark.slow
 def test_truncated_data_file_every_reader(imported) -> None:
     store_dir, _ = imported
     data_file = store_dir / "index" / "data.mdb"
