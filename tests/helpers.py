@@ -1,4 +1,4 @@
-"""Small helpers shared by the tests: minimal tasks and tree snapshots."""
+"""Small helpers shared by the tests: minimal tasks, tree snapshots, CLI runs."""
 
 from __future__ import annotations
 
@@ -42,14 +42,20 @@ def snapshot(root: Path) -> dict[str, tuple]:
     return result
 
 
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run the CLI on ``argv`` in this process: (exit status, stdout, stderr)."""
+    capsys.readouterr()
+    code = run(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
 def store_cli(
     capsys: pytest.CaptureFixture[str], store: Path | str, *argv: str
 ) -> tuple[int, object, str]:
-    """Run the CLI with ``--store store``: (exit status, parsed JSON or stdout text, stderr)."""
-    capsys.readouterr()
-    code = run(["--store", str(store), *argv])
-    captured = capsys.readouterr()
+    """:func:`run_cli` with ``--store store``: (exit status, parsed JSON or stdout, stderr)."""
+    code, out, err = run_cli(capsys, "--store", str(store), *argv)
     try:
-        return code, json.loads(captured.out), captured.err
+        return code, json.loads(out), err
     except ValueError:
-        return code, captured.out, captured.err
+        return code, out, err
