@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -25,20 +27,25 @@ def make_task(root: Path, name: str = "task", files: dict[str, str] | None = Non
 
 
 def snapshot(root: Path) -> dict[str, tuple]:
-    """Every entry below ``root``: relative path → (kind, mode bits, bytes or link target)."""
+    """Every entry below ``root``: relative path → ``("dir", mode)``, ``("file", mode, size,
+    sha256 hex)`` or ``("link", target)``; walked with directory descriptors so that paths
+    beyond PATH_MAX are seen too; links never followed."""
     result: dict[str, tuple] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames, dirfd in os.fwalk(root, follow_symlinks=False):
+        relative_dir = os.path.relpath(dirpath, root)
         for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            relative = str(path.relative_to(root))
-            info = path.lstat()
-            mode = info.st_mode & 0o7777
-            if path.is_symlink():
-                result[relative] = ("link", mode, os.readlink(path))
-            elif path.is_dir():
-                result[relative] = ("dir", mode, None)
+            info = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+            key = os.path.normpath(os.path.join(relative_dir, name))
+            mode = stat.S_IMODE(info.st_mode)
+            if stat.S_ISLNK(info.st_mode):
+                result[key] = ("link", os.readlink(name, dir_fd=dirfd))
+            elif stat.S_ISDIR(info.st_mode):
+                result[key] = ("dir", mode)
             else:
-                result[relative] = ("file", mode, path.read_bytes())
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dirfd)
+                with os.fdopen(fd, "rb") as handle:
+                    digest = hashlib.sha256(handle.read()).hexdigest()
+                result[key] = ("file", mode, info.st_size, digest)
     return result
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import stat
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from tests.archive_builder import (
     tar,
     task_entries,
 )
+from tests.helpers import snapshot
 
 MiB = 1 << 20
 WRONG_ADDRESS = "sha256:" + "0" * 64
@@ -1182,28 +1182,6 @@ CASES: list[Case] = [
 
 
 # --- harness -------------------------------------------------------------------------------
-
-
-def snapshot(root: Path) -> dict[str, tuple]:
-    """Every entry below ``root`` (kind, mode, content digest or link target), walked with
-    directory descriptors so that paths beyond PATH_MAX are seen too; links never followed."""
-    result: dict[str, tuple] = {}
-    for dirpath, dirnames, filenames, dirfd in os.fwalk(root, follow_symlinks=False):
-        relative_dir = os.path.relpath(dirpath, root)
-        for name in dirnames + filenames:
-            info = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-            key = os.path.normpath(os.path.join(relative_dir, name))
-            mode = stat.S_IMODE(info.st_mode)
-            if stat.S_ISLNK(info.st_mode):
-                result[key] = ("link", os.readlink(name, dir_fd=dirfd))
-            elif stat.S_ISDIR(info.st_mode):
-                result[key] = ("dir", mode)
-            else:
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dirfd)
-                with os.fdopen(fd, "rb") as handle:
-                    digest = hashlib.sha256(handle.read()).hexdigest()
-                result[key] = ("file", mode, info.st_size, digest)
-    return result
 
 
 @pytest.fixture
