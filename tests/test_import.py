@@ -193,13 +193,20 @@ def _write_lines(path: Path, items: list[dict]) -> None:
     path.write_text("".join(json.dumps(item) + "\n" for item in items))
 
 
-def test_saved_trials_refused_without_or_with_mixed_reward_keys(tmp_path: Path) -> None:
+def _edited_saved_trials(tmp_path: Path, index: int, **fields) -> tuple[Path, Path, list[dict]]:
+    """:func:`_job` saved to ``tmp_path/trials.jsonl`` with ``fields`` set on trial ``index``:
+    (job directory, saved trials file, its items)."""
     job_dir = _job(tmp_path)
     path = tmp_path / "trials.jsonl"
     write_trials_jsonl(read_job(job_dir).trials, path)
     items = _lines(path)
-    items[2]["metadata"] = {REWARD_KEY_METADATA: "acc"}
+    items[index].update(fields)
     _write_lines(path, items)
+    return job_dir, path, items
+
+
+def test_saved_trials_refused_without_or_with_mixed_reward_keys(tmp_path: Path) -> None:
+    job_dir, path, items = _edited_saved_trials(tmp_path, 2, metadata={REWARD_KEY_METADATA: "acc"})
     with pytest.raises(RewardKeyError) as mixed:
         read_trials_jsonl(path)
     message = str(mixed.value)
@@ -269,12 +276,7 @@ def test_cli_exit_codes(tmp_path: Path, capsys) -> None:
     assert code == 2 and "missing" in err
     code, _, err = store_cli(capsys, store, "export", "unknown-job", "-o", str(tmp_path / "x"))
     assert code == 2
-    job_dir = _job(tmp_path)
-    path = tmp_path / "trials.jsonl"
-    write_trials_jsonl(read_job(job_dir).trials, path)
-    items = _lines(path)
-    items[1]["metadata"] = {REWARD_KEY_METADATA: "acc"}
-    _write_lines(path, items)
+    _, path, _ = _edited_saved_trials(tmp_path, 1, metadata={REWARD_KEY_METADATA: "acc"})
     code, _, err = store_cli(capsys, store, "import", str(path))
     assert code == 1 and "casstore export" in err and err.count("\n") == 1
     # a directory with trial dirs but nothing readable and no job result: check failure
@@ -1119,11 +1121,7 @@ def test_evidence_is_content_addressed_in_packs(
 
 def test_saved_trials_refuse_unknown_reward_kinds(tmp_path: Path) -> None:
     # a hand-edited kind would score the primary 0.0 "not finite" while Harbor's Mean counts it
-    path = tmp_path / "trials.jsonl"
-    write_trials_jsonl(read_job(_job(tmp_path)).trials, path)
-    items = _lines(path)
-    items[1]["kinds"] = {"reward": 99}
-    _write_lines(path, items)
+    _, path, _ = _edited_saved_trials(tmp_path, 1, kinds={"reward": 99})
     with pytest.raises(RewardKeyError, match=r":2: not a saved trial .*kinds\['reward'\] is 99"):
         read_trials_jsonl(path)
 

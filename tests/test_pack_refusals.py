@@ -372,15 +372,21 @@ def test_limits_at_the_bound_are_accepted(task: Path, out: Path) -> None:
 # --- Harbor task layout --------------------------------------------------------------------
 
 
-def test_missing_task_toml_is_refused(task: Path, out: Path) -> None:
-    (task / "task.toml").unlink()
-    refused(task, out, TaskFormatError, "task/task.toml", "a task needs a regular task.toml")
-
-
-def test_task_toml_directory_is_refused(task: Path, out: Path) -> None:
-    (task / "task.toml").unlink()
-    (task / "task.toml").mkdir()
-    refused(task, out, TaskFormatError, "task/task.toml", "a task needs a regular task.toml")
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [
+        pytest.param("task.toml", "a task needs a regular task.toml", id="task.toml"),
+        pytest.param("instruction.md", "a regular instruction.md", id="instruction.md"),
+    ],
+)
+@pytest.mark.parametrize("directory", [False, True], ids=["missing", "directory"])
+def test_missing_or_directory_task_file_is_refused(
+    task: Path, out: Path, name: str, rule: str, directory: bool
+) -> None:
+    (task / name).unlink()
+    if directory:
+        (task / name).mkdir()
+    refused(task, out, TaskFormatError, f"task/{name}", rule)
 
 
 @pytest.mark.parametrize(
@@ -395,17 +401,6 @@ def test_task_toml_directory_is_refused(task: Path, out: Path) -> None:
 def test_invalid_task_toml_is_refused(task: Path, out: Path, text: bytes) -> None:
     (task / "task.toml").write_bytes(text)
     refused(task, out, TaskFormatError, "task/task.toml", "task.toml is not valid for Harbor")
-
-
-def test_missing_instruction_is_refused(task: Path, out: Path) -> None:
-    (task / "instruction.md").unlink()
-    refused(task, out, TaskFormatError, "task/instruction.md", "a regular instruction.md")
-
-
-def test_instruction_directory_is_refused(task: Path, out: Path) -> None:
-    (task / "instruction.md").unlink()
-    (task / "instruction.md").mkdir()
-    refused(task, out, TaskFormatError, "task/instruction.md", "a regular instruction.md")
 
 
 def test_step_named_but_missing_is_refused(task: Path, out: Path) -> None:
