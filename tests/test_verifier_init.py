@@ -27,7 +27,7 @@ from harbor.models.trial.paths import TrialPaths
 from harbor.verifier.verifier import RewardFileNotFoundError, Verifier
 
 from casstore.errors import TaskFormatError, UsageError
-from casstore.verifier import (
+from casstore.verifier.init import (
     HELPERS_SOURCE,
     RUNNER_SOURCE,
     SHIM_MARKER,
