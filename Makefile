@@ -18,6 +18,7 @@ test: $(VENV)/.synced
 lint: $(VENV)/.synced
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 bench: $(VENV)/.synced
 	$(VENV)/bin/python -m pytest benchmarks --benchmark-enable --benchmark-only $(PYTEST_ARGS)

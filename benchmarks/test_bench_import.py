@@ -37,6 +37,7 @@ from pathlib import Path
 
 import pytest
 
+from casstore.examples.job import local_trial_result
 from casstore.progress import NO_PROGRESS
 from casstore.store import Store
 from casstore.trials import Jobs, read_job
@@ -58,15 +59,7 @@ def _enabled(config: pytest.Config) -> bool:
 def _write_job(root: Path, n: int) -> Path:
     """A job directory of ``n`` trials built with Harbor's own models."""
     from harbor.models.agent.context import AgentContext
-    from harbor.models.task.id import LocalTaskId
-    from harbor.models.trial.config import AgentConfig, TaskConfig, TrialConfig
-    from harbor.models.trial.result import (
-        AgentInfo,
-        ExceptionInfo,
-        ModelInfo,
-        TimingInfo,
-        TrialResult,
-    )
+    from harbor.models.trial.result import AgentInfo, ExceptionInfo, ModelInfo, TimingInfo
     from harbor.models.verifier.result import VerifierResult
 
     job = root / "job"
@@ -85,19 +78,14 @@ def _write_job(root: Path, n: int) -> Path:
         name = f"{task}__{i:07d}"
         start = base + timedelta(seconds=i)
         timing = TimingInfo(started_at=start, finished_at=start + timedelta(seconds=60))
-        result = TrialResult(
-            task_name=task,
-            trial_name=name,
-            trial_uri=f"file:///jobs/bench/{name}",
-            task_id=LocalTaskId(path=Path(f"tasks/{task}")),
+        result = local_trial_result(
+            task,
+            name,
+            "jobs/bench",
+            "oracle",
+            "anthropic/claude",
+            checksum=f"{i:064x}",
             source="bench-ds",
-            task_checksum=f"{i:064x}",
-            config=TrialConfig(
-                task=TaskConfig(path=Path(f"tasks/{task}")),
-                trial_name=name,
-                trials_dir=Path("jobs/bench"),
-                agent=AgentConfig(name="oracle", model_name="anthropic/claude"),
-            ),
             agent_info=AgentInfo(
                 name="oracle", version="1.0", model_info=ModelInfo(name="claude", provider="x")
             ),

@@ -29,8 +29,8 @@ import pytest
 
 from casstore.archive.discover import TaskCollection, discover
 from casstore.store import Index, Store
+from tests.helpers import TASK_TOML
 
-TASK_TOML = "[verifier]\ntimeout_sec = 10.0\n"
 TEST_SH = "#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n"
 DOCKERFILE = "FROM ubuntu:24.04\nWORKDIR /app\n"
 TASKSET = "bench"

@@ -16,7 +16,7 @@ import typer
 try:  # typer >= 0.24 vendors click
     from typer._click.exceptions import ClickException
 except ImportError:  # pragma: no cover - older typer uses click itself
-    from click.exceptions import ClickException
+    from click.exceptions import ClickException  # type: ignore[assignment]  # same class, older home
 
 from casstore.errors import CasstoreError, CheckError, UsageError, printable
 from cli import archive, demo, jobs, rescore, store

@@ -80,8 +80,8 @@ class _Bar:
             self.flush(label)
 
     def flush(self, label: str | None = None) -> None:
-        description = {"description": label[:40]} if label else {}
-        self._progress.update(self._task, advance=self._pending, **description)
+        description = label[:40] if label else None  # None keeps the current description
+        self._progress.update(self._task, advance=self._pending, description=description)
         self._pending = 0
 
 

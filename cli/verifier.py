@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from casstore.verifier import DEFAULT_VERIFIER, init_verifier
+from casstore.verifier.init import DEFAULT_VERIFIER, init_verifier
 from cli.options import JsonOption
 from cli.output import emit_json, out_console
 

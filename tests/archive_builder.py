@@ -20,6 +20,7 @@ import zstandard
 
 from casstore.archive.compress import ZSTD_LEVEL, new_encoder
 from casstore.archive.tarformat import BLOCK, Member, encode_header, end_of_archive, pad, sort_key
+from tests import helpers
 
 __all__ = [
     "INSTRUCTION",
@@ -42,7 +43,7 @@ __all__ = [
 ]
 
 TOP = "task"
-TASK_TOML = b"[verifier]\ntimeout_sec = 10.0\n"
+TASK_TOML = helpers.TASK_TOML.encode()  # the minimal task.toml, as member data
 MULTI_STEP_TOML = b'[[steps]]\nname = "one"\n\n[[steps]]\nname = "two"\n'
 INSTRUCTION = b"Print hello.\n"
 USTAR_MAGIC = b"ustar\x0000"

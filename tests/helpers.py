@@ -1,9 +1,11 @@
-"""Small helpers shared by the tests: minimal tasks and tree snapshots."""
+"""Small helpers shared by the tests: minimal tasks, tree snapshots, CLI runs."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -25,31 +27,42 @@ def make_task(root: Path, name: str = "task", files: dict[str, str] | None = Non
 
 
 def snapshot(root: Path) -> dict[str, tuple]:
-    """Every entry below ``root``: relative path → (kind, mode bits, bytes or link target)."""
+    """Every entry below ``root``: relative path → ``("dir", mode)``, ``("file", mode, size,
+    sha256 hex)`` or ``("link", target)``; walked with directory descriptors so that paths
+    beyond PATH_MAX are seen too; links never followed."""
     result: dict[str, tuple] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames, dirfd in os.fwalk(root, follow_symlinks=False):
+        relative_dir = os.path.relpath(dirpath, root)
         for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            relative = str(path.relative_to(root))
-            info = path.lstat()
-            mode = info.st_mode & 0o7777
-            if path.is_symlink():
-                result[relative] = ("link", mode, os.readlink(path))
-            elif path.is_dir():
-                result[relative] = ("dir", mode, None)
+            info = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+            key = os.path.normpath(os.path.join(relative_dir, name))
+            mode = stat.S_IMODE(info.st_mode)
+            if stat.S_ISLNK(info.st_mode):
+                result[key] = ("link", os.readlink(name, dir_fd=dirfd))
+            elif stat.S_ISDIR(info.st_mode):
+                result[key] = ("dir", mode)
             else:
-                result[relative] = ("file", mode, path.read_bytes())
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dirfd)
+                with os.fdopen(fd, "rb") as handle:
+                    digest = hashlib.sha256(handle.read()).hexdigest()
+                result[key] = ("file", mode, info.st_size, digest)
     return result
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run the CLI on ``argv`` in this process: (exit status, stdout, stderr)."""
+    capsys.readouterr()
+    code = run(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
 
 
 def store_cli(
     capsys: pytest.CaptureFixture[str], store: Path | str, *argv: str
 ) -> tuple[int, object, str]:
-    """Run the CLI with ``--store store``: (exit status, parsed JSON or stdout text, stderr)."""
-    capsys.readouterr()
-    code = run(["--store", str(store), *argv])
-    captured = capsys.readouterr()
+    """:func:`run_cli` with ``--store store``: (exit status, parsed JSON or stdout, stderr)."""
+    code, out, err = run_cli(capsys, "--store", str(store), *argv)
     try:
-        return code, json.loads(captured.out), captured.err
+        return code, json.loads(out), err
     except ValueError:
-        return code, captured.out, captured.err
+        return code, out, err

@@ -19,8 +19,7 @@ from casstore.archive.discover import (
 from casstore.archive.pack import pack_tree
 from casstore.errors import EntryTypeError, TaskFormatError, UsageError
 from casstore.names import check_name, default_name
-
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+from tests.conftest import FIXTURES
 
 
 def write_task(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import stat
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from tests.archive_builder import (
     tar,
     task_entries,
 )
+from tests.helpers import snapshot
 
 MiB = 1 << 20
 WRONG_ADDRESS = "sha256:" + "0" * 64
@@ -305,6 +305,28 @@ def special(case_id: str, typeflag: bytes, what: str, **options) -> Case:
     return Case(case_id, build, EntryTypeError, "task/zz", what)
 
 
+def below_link(case_id: str, target: str, name: str, *extra: tuple[str, bytes]) -> Case:
+    """The file ``name`` below the symbolic link ``task/l`` (to ``target``): refused."""
+
+    def build(ctx: Ctx) -> bytes:
+        link = ("task/l", symlink("task/l", target))
+        return with_task(*extra, link, (name, file(name, b"x")))
+
+    return Case(case_id, build, SymlinkError, name, "below a symbolic link")
+
+
+def read_by_harbor(case_id: str, name: str, target: str, data: bytes | None = None) -> Case:
+    """The file ``name`` Harbor reads, a symbolic link to ``target`` (a file holding ``data``
+    beside it, unless None): refused."""
+
+    def build(ctx: Ctx) -> bytes:
+        beside = f"task/{target}"
+        extra = [] if data is None else [(beside, file(beside, data))]
+        return with_task(*extra, (name, symlink(name, target)))
+
+    return Case(case_id, build, SymlinkError, name, "Harbor reads itself")
+
+
 def pax_size(value: str) -> Callable[[Ctx], bytes]:
     def build(ctx: Ctx) -> bytes:
         member = raw_header("task/zz", size=4) + _padded(b"data")
@@ -501,37 +523,9 @@ CASES: list[Case] = [
         "task/l",
         "longer than 4095 bytes",
     ),
-    Case(
-        "write-below-escaping-symlink",
-        lambda ctx: with_task(
-            ("task/l", symlink("task/l", "../../outside")),
-            ("task/l/pwned", file("task/l/pwned", b"x")),
-        ),
-        SymlinkError,
-        "task/l/pwned",
-        "below a symbolic link",
-    ),
-    Case(
-        "write-below-inside-symlink",
-        lambda ctx: with_task(
-            ("task/d", directory("task/d")),
-            ("task/l", symlink("task/l", "d")),
-            ("task/l/x", file("task/l/x", b"x")),
-        ),
-        SymlinkError,
-        "task/l/x",
-        "below a symbolic link",
-    ),
-    Case(
-        "write-two-levels-below-symlink",
-        lambda ctx: with_task(
-            ("task/l", symlink("task/l", "../../outside")),
-            ("task/l/sub/pwned", file("task/l/sub/pwned", b"x")),
-        ),
-        SymlinkError,
-        "task/l/sub/pwned",
-        "below a symbolic link",
-    ),
+    below_link("write-below-escaping-symlink", "../../outside", "task/l/pwned"),
+    below_link("write-below-inside-symlink", "d", "task/l/x", ("task/d", directory("task/d"))),
+    below_link("write-two-levels-below-symlink", "../../outside", "task/l/sub/pwned"),
     Case(
         "cve-2025-4517-realpath-overflow",
         cve_realpath_overflow,
@@ -546,33 +540,9 @@ CASES: list[Case] = [
         "task/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/lll",
         "below a symbolic link",
     ),
-    Case(
-        "link-at-task-toml",
-        lambda ctx: with_task(
-            ("task/config.toml", file("task/config.toml", TASK_TOML)),
-            ("task/task.toml", symlink("task/task.toml", "config.toml")),
-        ),
-        SymlinkError,
-        "task/task.toml",
-        "Harbor reads itself",
-    ),
-    Case(
-        "link-at-instruction-md",
-        lambda ctx: with_task(
-            ("task/README.md", file("task/README.md", INSTRUCTION)),
-            ("task/instruction.md", symlink("task/instruction.md", "README.md")),
-        ),
-        SymlinkError,
-        "task/instruction.md",
-        "Harbor reads itself",
-    ),
-    Case(
-        "link-at-gitignore",
-        lambda ctx: with_task(("task/.gitignore", symlink("task/.gitignore", "task.toml"))),
-        SymlinkError,
-        "task/.gitignore",
-        "Harbor reads itself",
-    ),
+    read_by_harbor("link-at-task-toml", "task/task.toml", "config.toml", TASK_TOML),
+    read_by_harbor("link-at-instruction-md", "task/instruction.md", "README.md", INSTRUCTION),
+    read_by_harbor("link-at-gitignore", "task/.gitignore", "task.toml"),
     Case("link-at-steps", linked_steps, SymlinkError, "task/steps", "Harbor reads itself"),
     Case("link-at-step-dir", linked_step, SymlinkError, "task/steps/one", "Harbor reads itself"),
     # --- entry types --------------------------------------------------------------------
@@ -1182,28 +1152,6 @@ CASES: list[Case] = [
 
 
 # --- harness -------------------------------------------------------------------------------
-
-
-def snapshot(root: Path) -> dict[str, tuple]:
-    """Every entry below ``root`` (kind, mode, content digest or link target), walked with
-    directory descriptors so that paths beyond PATH_MAX are seen too; links never followed."""
-    result: dict[str, tuple] = {}
-    for dirpath, dirnames, filenames, dirfd in os.fwalk(root, follow_symlinks=False):
-        relative_dir = os.path.relpath(dirpath, root)
-        for name in dirnames + filenames:
-            info = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-            key = os.path.normpath(os.path.join(relative_dir, name))
-            mode = stat.S_IMODE(info.st_mode)
-            if stat.S_ISLNK(info.st_mode):
-                result[key] = ("link", os.readlink(name, dir_fd=dirfd))
-            elif stat.S_ISDIR(info.st_mode):
-                result[key] = ("dir", mode)
-            else:
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dirfd)
-                with os.fdopen(fd, "rb") as handle:
-                    digest = hashlib.sha256(handle.read()).hexdigest()
-                result[key] = ("file", mode, info.st_size, digest)
-    return result
 
 
 @pytest.fixture

@@ -58,6 +58,7 @@ def test_a_fifo_in_place_of_result_json_is_unreadable_not_a_hang(
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_during_pack_leaves_no_temporary_file(tmp_path: Path, signum: int) -> None:
     task = tmp_path / "task"

@@ -31,9 +31,6 @@ from tests.trials_builder import make_job, trial_json, trial_result, write_trial
 TB2 = Path("jobs/tb2-haiku/jobs/2026-05-10__01-23-57")
 
 
-call = store_cli
-
-
 # real data ------------------------------------------------------------------------------------
 
 
@@ -197,13 +194,20 @@ def _write_lines(path: Path, items: list[dict]) -> None:
     path.write_text("".join(json.dumps(item) + "\n" for item in items))
 
 
-def test_saved_trials_refused_without_or_with_mixed_reward_keys(tmp_path: Path) -> None:
+def _edited_saved_trials(tmp_path: Path, index: int, **fields) -> tuple[Path, Path, list[dict]]:
+    """:func:`_job` saved to ``tmp_path/trials.jsonl`` with ``fields`` set on trial ``index``:
+    (job directory, saved trials file, its items)."""
     job_dir = _job(tmp_path)
     path = tmp_path / "trials.jsonl"
     write_trials_jsonl(read_job(job_dir).trials, path)
     items = _lines(path)
-    items[2]["metadata"] = {REWARD_KEY_METADATA: "acc"}
+    items[index].update(fields)
     _write_lines(path, items)
+    return job_dir, path, items
+
+
+def test_saved_trials_refused_without_or_with_mixed_reward_keys(tmp_path: Path) -> None:
+    job_dir, path, items = _edited_saved_trials(tmp_path, 2, metadata={REWARD_KEY_METADATA: "acc"})
     with pytest.raises(RewardKeyError) as mixed:
         read_trials_jsonl(path)
     message = str(mixed.value)
@@ -223,7 +227,7 @@ def test_saved_trials_refused_without_or_with_mixed_reward_keys(tmp_path: Path) 
 def test_cli_import_export_ls(tmp_path: Path, capsys) -> None:
     store = tmp_path / "store"
     job_dir = _job(tmp_path)
-    code, report, _ = call(capsys, store, "import", str(job_dir), "--json")
+    code, report, _ = store_cli(capsys, store, "import", str(job_dir), "--json")
     assert code == 0
     assert set(report) == {
         "job",
@@ -236,23 +240,23 @@ def test_cli_import_export_ls(tmp_path: Path, capsys) -> None:
         "diagnostics",
     }
     assert (report["trials"], report["imported"], report["invalid"]) == (4, 4, 0)
-    code, again, _ = call(capsys, store, "import", str(job_dir), "--json")
+    code, again, _ = store_cli(capsys, store, "import", str(job_dir), "--json")
     assert code == 0 and again["imported"] == 0
-    code, rows, _ = call(capsys, store, "ls", "jobs", "--json")
+    code, rows, _ = store_cli(capsys, store, "ls", "jobs", "--json")
     assert code == 0 and [r["job"] for r in rows] == [report["job"]]
     assert rows[0]["name"] == "job" and rows[0]["trials"] == 4
     out = tmp_path / "out.jsonl"
-    code, exported, _ = call(capsys, store, "export", "job", "-o", str(out), "--json")
+    code, exported, _ = store_cli(capsys, store, "export", "job", "-o", str(out), "--json")
     assert code == 0 and exported["trials"] == 4 and len(_lines(out)) == 4
     # rebuilding from the job directory with another key is one command, no store needed
     rebuilt = tmp_path / "acc.jsonl"
-    code, _, _ = call(
+    code, _, _ = store_cli(
         capsys, store, "export", str(job_dir), "-o", str(rebuilt), "--reward-key", "acc"
     )
     assert code == 0
     assert read_trials_jsonl(rebuilt)[0] == "acc"
     # saved trials import as their job
-    code, saved, _ = call(capsys, tmp_path / "other", "import", str(rebuilt), "--json")
+    code, saved, _ = store_cli(capsys, tmp_path / "other", "import", str(rebuilt), "--json")
     assert code == 0 and saved["job"] == report["job"] and saved["trials"] == 4
 
 
@@ -260,30 +264,25 @@ def test_cli_several_jobs_give_a_list(tmp_path: Path, capsys) -> None:
     runs = tmp_path / "runs"
     for name in ("a", "b"):
         make_job(runs / name, {"t__1": trial_json(trial_result("t", "t__1"))}, job_id=name)
-    code, reports, _ = call(capsys, tmp_path / "store", "import", str(runs), "--json")
+    code, reports, _ = store_cli(capsys, tmp_path / "store", "import", str(runs), "--json")
     assert code == 0 and [r["job"] for r in reports] == ["a", "b"]
 
 
 def test_cli_exit_codes(tmp_path: Path, capsys) -> None:
     store = tmp_path / "store"
     (tmp_path / "plain").mkdir()
-    code, _, err = call(capsys, store, "import", str(tmp_path / "plain"))
+    code, _, err = store_cli(capsys, store, "import", str(tmp_path / "plain"))
     assert code == 2 and err.count("\n") == 1 and str(tmp_path / "plain") in err
-    code, _, err = call(capsys, store, "import", str(tmp_path / "missing"))
+    code, _, err = store_cli(capsys, store, "import", str(tmp_path / "missing"))
     assert code == 2 and "missing" in err
-    code, _, err = call(capsys, store, "export", "unknown-job", "-o", str(tmp_path / "x"))
+    code, _, err = store_cli(capsys, store, "export", "unknown-job", "-o", str(tmp_path / "x"))
     assert code == 2
-    job_dir = _job(tmp_path)
-    path = tmp_path / "trials.jsonl"
-    write_trials_jsonl(read_job(job_dir).trials, path)
-    items = _lines(path)
-    items[1]["metadata"] = {REWARD_KEY_METADATA: "acc"}
-    _write_lines(path, items)
-    code, _, err = call(capsys, store, "import", str(path))
+    _, path, _ = _edited_saved_trials(tmp_path, 1, metadata={REWARD_KEY_METADATA: "acc"})
+    code, _, err = store_cli(capsys, store, "import", str(path))
     assert code == 1 and "casstore export" in err and err.count("\n") == 1
     # a directory with trial dirs but nothing readable and no job result: check failure
     broken = make_job(tmp_path / "broken", {"t__1": "garbage"}, job_id=None)
-    code, _, err = call(capsys, store, "import", str(broken))
+    code, _, err = store_cli(capsys, store, "import", str(broken))
     assert code in (1, 2)
 
 
@@ -344,18 +343,18 @@ def test_import_of_lone_surrogates_lists_them_as_unreadable(tmp_path: Path) -> N
 def test_cli_import_rescore_export_of_lone_surrogates(tmp_path: Path, capsys) -> None:
     store = tmp_path / "store"
     job_dir = _job_with_lone_surrogates(tmp_path)
-    code, report, err = call(capsys, store, "import", str(job_dir), "--json")
+    code, report, err = store_cli(capsys, store, "import", str(job_dir), "--json")
     assert (code, err) == (0, "")
     assert (report["trials"], report["imported"]) == (3, 3)
     assert report["failure_codes"] == {"result_unreadable": 2}
     assert LONE_SURROGATE_DIAGNOSTIC in report["diagnostics"]
     for source in (str(job_dir), report["job"]):
-        code, scored, err = call(capsys, store, "rescore", source, "--json")
+        code, scored, err = store_cli(capsys, store, "rescore", source, "--json")
         assert (code, err) == (0, "")
         assert scored["counts"]["attempts"] == 3
         assert sorted(t["task"] for t in scored["tasks"]) == ["pair", "t"]
         out = tmp_path / "out.jsonl"
-        code, text, err = call(capsys, store, "export", source, "-o", str(out))
+        code, text, err = store_cli(capsys, store, "export", source, "-o", str(out))
         assert (code, err) == (0, "")
         assert text == f"3 trials of {report['job']} written to {out}\n"
         names = sorted(item["trial_name"] for item in _lines(out))
@@ -658,9 +657,9 @@ def test_cli_import_refuses_a_folder_with_a_job_somewhere_below(tmp_path: Path, 
         tmp_path / "tmp" / "x" / "y" / "demo-job", {"t__1": trial_json(trial_result("t", "t__1"))}
     )
     store = tmp_path / "store"
-    code, _, err = call(capsys, store, "import", str(tmp_path / "tmp"))
+    code, _, err = store_cli(capsys, store, "import", str(tmp_path / "tmp"))
     assert code == 2 and err == f"casstore: {tmp_path / 'tmp'}: {NOT_A_JOB}\n"
-    code, rows, _ = call(capsys, store, "ls", "jobs", "--json")
+    code, rows, _ = store_cli(capsys, store, "ls", "jobs", "--json")
     assert rows == []
 
 
@@ -668,25 +667,27 @@ def test_cli_import_refuses_a_folder_with_a_job_somewhere_below(tmp_path: Path, 
 def test_cli_import_real_jobs_folder_and_not_above(fixtures_dir: Path, tmp_path: Path, capsys):
     store = tmp_path / "store"
     above = fixtures_dir / "jobs/tb2-haiku"  # holds jobs/, which holds the job: refused
-    code, _, err = call(capsys, store, "import", str(above))
+    code, _, err = store_cli(capsys, store, "import", str(above))
     assert code == 2 and err == f"casstore: {above}: {NOT_A_JOB}\n"
-    code, report, _ = call(capsys, store, "import", str(above / "jobs"), "--json")
+    code, report, _ = store_cli(capsys, store, "import", str(above / "jobs"), "--json")
     assert code == 0 and report["trials"] == report["imported"] == 89
-    code, full, _ = call(capsys, store, "import", str(fixtures_dir / "jobs/full-trials"), "--json")
+    code, full, _ = store_cli(
+        capsys, store, "import", str(fixtures_dir / "jobs/full-trials"), "--json"
+    )
     assert code == 0 and full["trials"] == 3
 
 
 def test_cli_export_output_checked_and_no_temporary_left(tmp_path: Path, capsys) -> None:
     store = tmp_path / "store"
     job_dir = _job(tmp_path)
-    assert call(capsys, store, "import", str(job_dir))[0] == 0
+    assert store_cli(capsys, store, "import", str(job_dir))[0] == 0
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     for job in ("job", str(job_dir)):  # from the store and from the job directory
-        code, _, err = call(capsys, store, "export", job, "-o", str(out_dir))
+        code, _, err = store_cli(capsys, store, "export", job, "-o", str(out_dir))
         assert (code, err) == (2, f"casstore: {out_dir}: output is a directory; name the file\n")
         missing = tmp_path / "missing" / "k.jsonl"
-        code, _, err = call(capsys, store, "export", job, "-o", str(missing))
+        code, _, err = store_cli(capsys, store, "export", job, "-o", str(missing))
         assert (code, err) == (2, f"casstore: {missing}: the output's folder does not exist\n")
     assert list(out_dir.iterdir()) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job", "out", "store"]
@@ -712,11 +713,11 @@ def test_paths_absolute_and_hint_works_from_anywhere(tmp_path: Path, capsys, mon
     job_dir = _job(tmp_path).resolve()
     store = tmp_path / "store"
     monkeypatch.chdir(tmp_path)
-    assert call(capsys, store, "import", "job")[0] == 0
-    code, rows, _ = call(capsys, store, "ls", "jobs", "--json")
+    assert store_cli(capsys, store, "import", "job")[0] == 0
+    code, rows, _ = store_cli(capsys, store, "ls", "jobs", "--json")
     assert rows[0]["path"] == str(job_dir)
-    assert call(capsys, store, "export", "job", "-o", "stored.jsonl")[0] == 0
-    assert call(capsys, store, "export", "job/", "-o", "direct.jsonl")[0] == 0
+    assert store_cli(capsys, store, "export", "job", "-o", "stored.jsonl")[0] == 0
+    assert store_cli(capsys, store, "export", "job/", "-o", "direct.jsonl")[0] == 0
     stored, direct = _lines(tmp_path / "stored.jsonl"), _lines(tmp_path / "direct.jsonl")
     paths = sorted(item["result_path"] for item in stored)
     assert paths == sorted(item["result_path"] for item in direct)
@@ -724,7 +725,7 @@ def test_paths_absolute_and_hint_works_from_anywhere(tmp_path: Path, capsys, mon
     stored[1]["metadata"] = {REWARD_KEY_METADATA: "acc"}
     _write_lines(tmp_path / "stored.jsonl", stored)
     monkeypatch.chdir(tmp_path / "store")
-    code, _, err = call(capsys, store, "import", str(tmp_path / "stored.jsonl"))
+    code, _, err = store_cli(capsys, store, "import", str(tmp_path / "stored.jsonl"))
     assert code == 1 and f"casstore export {job_dir} -o FILE --reward-key reward" in err
 
 
@@ -735,41 +736,41 @@ def _names(job_dir: Path) -> list[str]:
 def test_reimport_with_another_name_is_refused(tmp_path: Path, capsys) -> None:
     store = tmp_path / "store"
     job_dir = _job(tmp_path)
-    code, first, _ = call(capsys, store, "import", str(job_dir), "--name", "mine", "--json")
+    code, first, _ = store_cli(capsys, store, "import", str(job_dir), "--name", "mine", "--json")
     assert code == 0
     saved = tmp_path / "saved.jsonl"
-    assert call(capsys, store, "export", "mine", "-o", str(saved))[0] == 0
+    assert store_cli(capsys, store, "export", "mine", "-o", str(saved))[0] == 0
     for source in (job_dir, saved):
-        code, _, err = call(capsys, store, "import", str(source), "--name", "other")
+        code, _, err = store_cli(capsys, store, "import", str(source), "--name", "other")
         assert code == 2 and err.count("\n") == 1
         assert f"job {first['job']} is already imported as 'mine'" in err and str(source) in err
-        assert call(capsys, store, "import", str(source), "--name", "mine")[0] == 0
-        assert call(capsys, store, "import", str(source))[0] == 0
-    code, rows, _ = call(capsys, store, "ls", "jobs", "--json")
+        assert store_cli(capsys, store, "import", str(source), "--name", "mine")[0] == 0
+        assert store_cli(capsys, store, "import", str(source))[0] == 0
+    code, rows, _ = store_cli(capsys, store, "ls", "jobs", "--json")
     assert [row["name"] for row in rows] == ["mine"]
-    assert call(capsys, store, "export", "mine", "-o", str(saved))[0] == 0
-    assert call(capsys, store, "export", "other", "-o", str(saved))[0] == 2
+    assert store_cli(capsys, store, "export", "mine", "-o", str(saved))[0] == 0
+    assert store_cli(capsys, store, "export", "other", "-o", str(saved))[0] == 2
 
 
 def test_reimported_saved_trials_are_not_new(tmp_path: Path, capsys) -> None:
     store = tmp_path / "store"
     job_dir = _job(tmp_path)
     saved = tmp_path / "saved.jsonl"
-    assert call(capsys, store, "export", str(job_dir), "-o", str(saved))[0] == 0
-    code, first, _ = call(capsys, store, "import", str(saved), "--json")
+    assert store_cli(capsys, store, "export", str(job_dir), "-o", str(saved))[0] == 0
+    code, first, _ = store_cli(capsys, store, "import", str(saved), "--json")
     assert code == 0 and first["imported"] == first["trials"] == 4
-    code, again, _ = call(capsys, store, "import", str(saved), "--json")
+    code, again, _ = store_cli(capsys, store, "import", str(saved), "--json")
     assert code == 0 and (again["trials"], again["imported"]) == (4, 0)
-    code, text, _ = call(capsys, store, "import", str(saved))
+    code, text, _ = store_cli(capsys, store, "import", str(saved))
     assert code == 0 and "4 trials (0 new)" in text
     # the job directory after its saved trials: nothing new either
-    code, from_dir, _ = call(capsys, store, "import", str(job_dir), "--json")
+    code, from_dir, _ = store_cli(capsys, store, "import", str(job_dir), "--json")
     assert code == 0 and (from_dir["trials"], from_dir["imported"]) == (4, 0)
     # one more trial in the saved file: one new
     items = _lines(saved)
     extra = dict(items[0], trial_name="t0__9", attempt=0)
     _write_lines(saved, [*items, extra])
-    code, more, _ = call(capsys, store, "import", str(saved), "--json")
+    code, more, _ = store_cli(capsys, store, "import", str(saved), "--json")
     assert code == 0 and (more["trials"], more["imported"]) == (5, 1)
 
 
@@ -781,7 +782,7 @@ def test_import_text_spells_out_its_flag_counts(tmp_path: Path, capsys) -> None:
         "t__3": trial_json(trial_result("t", "t__3", started=2)),
     }
     job_dir = make_job(tmp_path / "job", trials)
-    code, text, _ = call(capsys, tmp_path / "store", "import", str(job_dir))
+    code, text, _ = store_cli(capsys, tmp_path / "store", "import", str(job_dir))
     assert code == 0
     assert "3 trials (3 new), 0 invalid, 2 with an exception, 1 without a verifier result" in text
     assert "errored" not in text
@@ -910,7 +911,7 @@ def test_reading_commands_leave_the_index_as_it_was(tmp_path: Path, capsys, vers
     it. The first write (an import) marks it 3."""
     store_dir = tmp_path / "store"
     job_dir = _job(tmp_path, 20)
-    code, report, _ = call(capsys, store_dir, "import", str(job_dir), "--json")
+    code, report, _ = store_cli(capsys, store_dir, "import", str(job_dir), "--json")
     assert code == 0
     if version != 3:
         _as_schema(store_dir, version)
@@ -928,15 +929,15 @@ def test_reading_commands_leave_the_index_as_it_was(tmp_path: Path, capsys, vers
         ["gc", "--dry-run", "--json"],
         ["gc", "--json"],
     ):
-        code, result, err = call(capsys, store_dir, *argv)
+        code, result, err = store_cli(capsys, store_dir, *argv)
         assert (code, err) == (0, ""), argv
     assert result["removed"] == [] and len(_lines(out)) == 20
-    code, fsck, _ = call(capsys, store_dir, "fsck", "--json")
+    code, fsck, _ = store_cli(capsys, store_dir, "fsck", "--json")
     assert (code, fsck["ok"], fsck["jobs"], fsck["trials"]) == (0, True, 1, 20)
     assert _schema_marker(store_dir) == version
     assert data.read_bytes() == before
     write_trial(job_dir, "t0__new", trial_json(trial_result("t0", "t0__new", {"reward": 1})))
-    code, again, err = call(capsys, store_dir, "import", str(job_dir), "--json")
+    code, again, err = store_cli(capsys, store_dir, "import", str(job_dir), "--json")
     assert (code, err, again["imported"]) == (0, "", 1)
     assert _schema_marker(store_dir) == 3
 
@@ -1142,11 +1143,7 @@ def test_evidence_is_content_addressed_in_packs(
 
 def test_saved_trials_refuse_unknown_reward_kinds(tmp_path: Path) -> None:
     # a hand-edited kind would score the primary 0.0 "not finite" while Harbor's Mean counts it
-    path = tmp_path / "trials.jsonl"
-    write_trials_jsonl(read_job(_job(tmp_path)).trials, path)
-    items = _lines(path)
-    items[1]["kinds"] = {"reward": 99}
-    _write_lines(path, items)
+    _, path, _ = _edited_saved_trials(tmp_path, 1, kinds={"reward": 99})
     with pytest.raises(RewardKeyError, match=r":2: not a saved trial .*kinds\['reward'\] is 99"):
         read_trials_jsonl(path)
 

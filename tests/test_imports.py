@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("casstore", "scoring", "cli")
 
@@ -34,6 +36,7 @@ def _modules() -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_every_module_imports_first() -> None:
     modules = _modules()
     assert {"casstore.trials.importing", "casstore.trials.check", "cli.main"} <= set(modules)

@@ -35,10 +35,7 @@ from casstore.errors import (
     TaskFormatError,
     UnsafePathError,
 )
-
-TASK_TOML = "[verifier]\ntimeout_sec = 10.0\n"
-MULTI_STEP_TOML = '[[steps]]\nname = "one"\n\n[[steps]]\nname = "two"\n'
-INSTRUCTION = "Print hello.\n"
+from tests.archive_builder import INSTRUCTION, MULTI_STEP_TOML, TASK_TOML
 
 
 @pytest.fixture
@@ -46,8 +43,8 @@ def task(tmp_path: Path) -> Path:
     """``tmp_path/src/task``: a minimal valid task (``tmp_path/src/outside`` sits beside it)."""
     root = tmp_path / "src" / "task"
     root.mkdir(parents=True)
-    (root / "task.toml").write_text(TASK_TOML)
-    (root / "instruction.md").write_text(INSTRUCTION)
+    (root / "task.toml").write_bytes(TASK_TOML)
+    (root / "instruction.md").write_bytes(INSTRUCTION)
     (tmp_path / "src" / "outside").mkdir()
     (tmp_path / "src" / "outside" / "secret").write_text("secret\n")
     return root
@@ -216,7 +213,7 @@ def test_link_at_a_protected_file_is_refused(task: Path, out: Path, link: str, r
 
 
 def _multi_step(task: Path, steps: tuple[str, ...] = ("one", "two")) -> None:
-    (task / "task.toml").write_text(MULTI_STEP_TOML)
+    (task / "task.toml").write_bytes(MULTI_STEP_TOML)
     (task / "instruction.md").unlink()
     for step in steps:
         (task / "steps" / step).mkdir(parents=True)
@@ -376,15 +373,21 @@ def test_limits_at_the_bound_are_accepted(task: Path, out: Path) -> None:
 # --- Harbor task layout --------------------------------------------------------------------
 
 
-def test_missing_task_toml_is_refused(task: Path, out: Path) -> None:
-    (task / "task.toml").unlink()
-    refused(task, out, TaskFormatError, "task/task.toml", "a task needs a regular task.toml")
-
-
-def test_task_toml_directory_is_refused(task: Path, out: Path) -> None:
-    (task / "task.toml").unlink()
-    (task / "task.toml").mkdir()
-    refused(task, out, TaskFormatError, "task/task.toml", "a task needs a regular task.toml")
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [
+        pytest.param("task.toml", "a task needs a regular task.toml", id="task.toml"),
+        pytest.param("instruction.md", "a regular instruction.md", id="instruction.md"),
+    ],
+)
+@pytest.mark.parametrize("directory", [False, True], ids=["missing", "directory"])
+def test_missing_or_directory_task_file_is_refused(
+    task: Path, out: Path, name: str, rule: str, directory: bool
+) -> None:
+    (task / name).unlink()
+    if directory:
+        (task / name).mkdir()
+    refused(task, out, TaskFormatError, f"task/{name}", rule)
 
 
 @pytest.mark.parametrize(
@@ -399,17 +402,6 @@ def test_task_toml_directory_is_refused(task: Path, out: Path) -> None:
 def test_invalid_task_toml_is_refused(task: Path, out: Path, text: bytes) -> None:
     (task / "task.toml").write_bytes(text)
     refused(task, out, TaskFormatError, "task/task.toml", "task.toml is not valid for Harbor")
-
-
-def test_missing_instruction_is_refused(task: Path, out: Path) -> None:
-    (task / "instruction.md").unlink()
-    refused(task, out, TaskFormatError, "task/instruction.md", "a regular instruction.md")
-
-
-def test_instruction_directory_is_refused(task: Path, out: Path) -> None:
-    (task / "instruction.md").unlink()
-    (task / "instruction.md").mkdir()
-    refused(task, out, TaskFormatError, "task/instruction.md", "a regular instruction.md")
 
 
 def test_step_named_but_missing_is_refused(task: Path, out: Path) -> None:
@@ -590,13 +582,13 @@ def _after_scan(change: Callable[[], None], monkeypatch) -> None:
 
 
 def test_file_size_differing_from_the_scan_is_refused(task: Path, out: Path, monkeypatch) -> None:
-    _after_scan(lambda: (task / "instruction.md").write_text(INSTRUCTION * 2), monkeypatch)
+    _after_scan(lambda: (task / "instruction.md").write_bytes(INSTRUCTION * 2), monkeypatch)
     refused(task, out, SourceChangedError, "task/instruction.md", "entry changed while packing")
 
 
 def test_file_replaced_after_the_scan_is_refused(task: Path, out: Path, monkeypatch) -> None:
     def replace() -> None:
-        (task / "new.md").write_text(INSTRUCTION)  # same size and content, new inode
+        (task / "new.md").write_bytes(INSTRUCTION)  # same size and content, new inode
         os.replace(task / "new.md", task / "instruction.md")
 
     _after_scan(_keeping_mtime(task, replace), monkeypatch)
@@ -645,7 +637,7 @@ def test_link_retargeted_after_the_scan_is_refused(task: Path, out: Path, monkey
 
 def test_write_archive_refuses_a_file_changed_since_scan_tree(task: Path) -> None:
     tree = scan_tree(task, Limits())
-    (task / "task.toml").write_text(TASK_TOML + "# later\n")
+    (task / "task.toml").write_bytes(TASK_TOML + b"# later\n")
     buffer = io.BytesIO()
     with pytest.raises(SourceChangedError) as info:
         write_archive(tree, buffer, "gzip", Limits())

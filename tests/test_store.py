@@ -22,6 +22,7 @@ from casstore.errors import (
 )
 from casstore.store import Index, Reference, Store, load_harbor_task
 from casstore.store.records import canonical_digest
+from tests.helpers import snapshot
 from tests.test_discovery import FIXTURES, write_task
 
 
@@ -29,24 +30,6 @@ from tests.test_discovery import FIXTURES, write_task
 def store(tmp_path: Path):
     with Store(tmp_path / "store") as opened:
         yield opened
-
-
-def tree_of(root: Path) -> dict[str, tuple]:
-    """relative path → (kind, mode, bytes or link target), for tree equality."""
-    result: dict[str, tuple] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            info = path.lstat()
-            mode = stat.S_IMODE(info.st_mode)
-            if stat.S_ISLNK(info.st_mode):
-                entry = ("link", os.readlink(path))
-            elif stat.S_ISDIR(info.st_mode):
-                entry = ("dir", mode)
-            else:
-                entry = ("file", mode, path.read_bytes())
-            result[str(path.relative_to(root))] = entry
-    return result
 
 
 def test_publish_records_a_revision(store: Store, tmp_path: Path) -> None:
@@ -308,7 +291,7 @@ def test_checkout_lays_out_dataset(store: Store, tmp_path: Path) -> None:
     assert result.kind == "taskset" and [t["dir"] for t in result.tasks] == ["a", "b"]
     assert sorted(os.listdir(dest)) == ["a", "b"]
     for name in ("a", "b"):
-        assert tree_of(dest / name) == tree_of(source / name)
+        assert snapshot(dest / name) == snapshot(source / name)
         assert load_harbor_task(dest / name).name == ("org/b" if name == "b" else "a")
     with pytest.raises(UsageError):
         store.checkout("set", dest)
@@ -405,7 +388,7 @@ def test_real_suites_publish_republish_checkout(tmp_path: Path) -> None:
             for task in tasks:
                 out = dest / task.dir_name
                 assert load_harbor_task(out).name == task.id
-                assert tree_of(out) == tree_of(task.source_dir)
+                assert snapshot(out) == snapshot(task.source_dir)
         report = store.fsck()
         assert report.ok and report.orphans == [] and report.tasksets == len(suites)
 

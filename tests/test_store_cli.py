@@ -13,21 +13,12 @@ from tests.helpers import store_cli
 from tests.test_discovery import FIXTURES, write_task
 
 
-def call(capsys: pytest.CaptureFixture[str], store: Path, *argv: str) -> tuple[int, object]:
-    """Run the CLI with ``--store store``; return (exit status, parsed JSON or stdout text)."""
-    code, out, _ = call_err(capsys, store, *argv)
-    return code, out
-
-
-call_err = store_cli
-
-
 def test_publish_json_reuse_and_taskset(tmp_path: Path, capsys) -> None:
     source = tmp_path / "src"
     write_task(source, "a")
     write_task(source, "b", native="org/b")
     store = tmp_path / "store"
-    code, items = call(capsys, store, "publish", str(source), "--taskset", "set", "--json")
+    code, items, _ = store_cli(capsys, store, "publish", str(source), "--taskset", "set", "--json")
     assert code == 0 and [i["name"] for i in items] == ["a", "org-b"]
     assert set(items[0]) == {
         "name",
@@ -41,17 +32,19 @@ def test_publish_json_reuse_and_taskset(tmp_path: Path, capsys) -> None:
     }
     assert items[1]["id"] == "org/b" and not any(i["reused"] for i in items)
     assert [i["content_digest"] for i in items] == [t.content_digest for t in discover(source)]
-    code, again = call(capsys, store, "publish", str(source), "--compression", "zstd", "--json")
+    code, again, _ = store_cli(
+        capsys, store, "publish", str(source), "--compression", "zstd", "--json"
+    )
     assert code == 0 and all(i["reused"] for i in again)
     assert [i["revision"] for i in again] == [i["revision"] for i in items]
-    code, rows = call(capsys, store, "ls", "tasksets", "--json")
+    code, rows, _ = store_cli(capsys, store, "ls", "tasksets", "--json")
     assert code == 0 and rows[0]["ref"] == "default/set" and rows[0]["tasks"] == 2
-    code, rows = call(capsys, store, "ls", "tasks", "--json")
+    code, rows, _ = store_cli(capsys, store, "ls", "tasks", "--json")
     assert [r["revision"] for r in rows] == [i["revision"] for i in items]
-    code, shown = call(capsys, store, "show", "org-b", "--json")
+    code, shown, _ = store_cli(capsys, store, "show", "org-b", "--json")
     assert code == 0 and shown["kind"] == "task"
     assert shown["revision"]["digest"] == items[1]["revision"]
-    code, shown = call(capsys, store, "show", "default/set", "--json")
+    code, shown, _ = store_cli(capsys, store, "show", "default/set", "--json")
     assert shown["kind"] == "taskset" and len(shown["revision"]["tasks"]) == 2
 
 
@@ -60,9 +53,9 @@ def test_publish_options_and_usage_errors(tmp_path: Path, capsys) -> None:
     write_task(source, "a")
     write_task(source, "b")
     store = tmp_path / "store"
-    code, _ = call(capsys, store, "publish", str(source), "--name", "x")
+    code, _, _ = store_cli(capsys, store, "publish", str(source), "--name", "x")
     assert code == 2
-    code, items = call(
+    code, items, _ = store_cli(
         capsys,
         store,
         "publish",
@@ -79,24 +72,24 @@ def test_publish_options_and_usage_errors(tmp_path: Path, capsys) -> None:
         "--json",
     )
     assert code == 0 and items[0]["archive_ref"].startswith("w/f#p/a/")
-    code, _, err = call_err(
+    code, _, err = store_cli(
         capsys, store, "publish", str(source / "a"), "--name", "x", "-w", "w", "--create"
     )
     assert code == 1
     assert err == (
         "casstore: w/x: a task of that name exists (publish without --create to add a revision)\n"
     )
-    assert call(capsys, store, "publish", str(source / "a"), "--name", "bad/name")[0] == 2
-    assert call(capsys, store, "show", "missing")[0] == 2
-    assert call(capsys, store, "checkout", "missing", str(tmp_path / "o"))[0] == 2
-    assert call(capsys, store, "taskset", "create", "s", "nope")[0] == 2
+    assert store_cli(capsys, store, "publish", str(source / "a"), "--name", "bad/name")[0] == 2
+    assert store_cli(capsys, store, "show", "missing")[0] == 2
+    assert store_cli(capsys, store, "checkout", "missing", str(tmp_path / "o"))[0] == 2
+    assert store_cli(capsys, store, "taskset", "create", "s", "nope")[0] == 2
     missing, plain = tmp_path / "nothing", tmp_path / "file"
     plain.write_text("x")
-    code, _, err = call_err(capsys, store, "publish", str(missing))
+    code, _, err = store_cli(capsys, store, "publish", str(missing))
     assert code == 2 and err == f"casstore: {missing}: does not exist\n"
-    code, _, err = call_err(capsys, store, "publish", str(plain))
+    code, _, err = store_cli(capsys, store, "publish", str(plain))
     assert code == 2 and err == f"casstore: {plain}: not a directory\n"
-    code, _, err = call_err(capsys, store, "gc", "--min-age", "-5")
+    code, _, err = store_cli(capsys, store, "gc", "--min-age", "-5")
     assert code == 2 and err.startswith("casstore: ") and err.count("\n") == 1
 
 
@@ -104,14 +97,14 @@ def test_taskset_commands(tmp_path: Path, capsys) -> None:
     source = tmp_path / "src"
     write_task(source, "a")
     store = tmp_path / "store"
-    _, items = call(capsys, store, "publish", str(source), "--json")
-    code, made = call(capsys, store, "taskset", "create", "s", "a", "--json")
+    _, items, _ = store_cli(capsys, store, "publish", str(source), "--json")
+    code, made, _ = store_cli(capsys, store, "taskset", "create", "s", "a", "--json")
     assert code == 0 and made["id"] == "default/s"
     assert made["tasks"] == [{"task": "default/a", "revision": items[0]["revision"]}]
-    code, _, err = call_err(capsys, store, "taskset", "create", "s", "a")
+    code, _, err = store_cli(capsys, store, "taskset", "create", "s", "a")
     assert code == 1
     assert err == "casstore: default/s: a taskset of that name exists (use taskset replace)\n"
-    code, again = call(capsys, store, "taskset", "replace", "s", "a", "--json")
+    code, again, _ = store_cli(capsys, store, "taskset", "replace", "s", "a", "--json")
     assert code == 0 and again["revision"] == made["revision"]
 
 
@@ -120,33 +113,33 @@ def test_checkout_fsck_gc_and_corruption(tmp_path: Path, capsys) -> None:
     write_task(source, "a")
     write_task(source, "b")
     store = tmp_path / "store"
-    _, items = call(capsys, store, "publish", str(source), "--taskset", "s", "--json")
-    code, result = call(capsys, store, "checkout", "s", str(tmp_path / "out"), "--json")
+    _, items, _ = store_cli(capsys, store, "publish", str(source), "--taskset", "s", "--json")
+    code, result, _ = store_cli(capsys, store, "checkout", "s", str(tmp_path / "out"), "--json")
     assert code == 0 and [t["dir"] for t in result["tasks"]] == ["a", "b"]
     assert sorted(os.listdir(tmp_path / "out")) == ["a", "b"]
-    code, report = call(capsys, store, "fsck", "--json")
+    code, report, _ = store_cli(capsys, store, "fsck", "--json")
     assert code == 0 and report["ok"] and report["revisions"] == 2
-    code, report = call(capsys, store, "gc", "--dry-run", "--min-age", "0", "--json")
+    code, report, _ = store_cli(capsys, store, "gc", "--dry-run", "--min-age", "0", "--json")
     assert code == 0 and report["removed"] == []
     archive = store / "filesets" / items[0]["archive_ref"].replace("#", "/")
     os.chmod(archive, 0o644)
     data = bytearray(archive.read_bytes())
     data[-10] ^= 0x55
     archive.write_bytes(bytes(data))
-    code, report = call(capsys, store, "fsck", "--json")
+    code, report, _ = store_cli(capsys, store, "fsck", "--json")
     assert code == 1 and not report["ok"]
     assert [p["path"] for p in report["problems"]] == [str(archive)]
-    code, text = call(capsys, store, "fsck")
+    code, text, _ = store_cli(capsys, store, "fsck")
     assert code == 1 and items[0]["archive_ref"] in text and f": {archive}: " in text
     assert text.endswith("1 problem: 2 revisions, 2 archives\n")
-    code, _, err = call_err(capsys, store, "checkout", "s", str(tmp_path / "out2"))
+    code, _, err = store_cli(capsys, store, "checkout", "s", str(tmp_path / "out2"))
     assert code == 1 and err.startswith(f"casstore: {archive}: ") and err.count("\n") == 1
     assert not (tmp_path / "out2").exists()
     # Publishing the same task again repairs the damaged archive; fsck is clean again.
-    code, again = call(capsys, store, "publish", str(source / "a"), "--json")
+    code, again, _ = store_cli(capsys, store, "publish", str(source / "a"), "--json")
     assert code == 0 and again[0]["reused"] and again[0]["repaired"]
-    assert call(capsys, store, "fsck")[0] == 0
-    code, text = call(capsys, store, "publish", str(source / "a"))
+    assert store_cli(capsys, store, "fsck")[0] == 0
+    code, text, _ = store_cli(capsys, store, "publish", str(source / "a"))
     assert code == 0 and text.startswith("reused default/a#")
 
 
@@ -166,7 +159,7 @@ READ_ONLY = [
 def test_read_only_commands_never_create_a_store(tmp_path: Path, capsys, argv) -> None:
     store = tmp_path / "nowhere"
     argv = [str(tmp_path / "o") if arg == "OUT" else arg for arg in argv]
-    code, out, err = call_err(capsys, store, *argv)
+    code, out, err = store_cli(capsys, store, *argv)
     assert code == 2 and out == ""
     hint = "(publish something first, or pass --store DIR)"
     assert err == f"casstore: {store}: no casstore store here {hint}\n"
@@ -175,7 +168,7 @@ def test_read_only_commands_never_create_a_store(tmp_path: Path, capsys, argv) -
 
 def test_empty_store_option_is_a_usage_error(tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    code, _, err = call_err(capsys, "", "ls", "tasks")
+    code, _, err = store_cli(capsys, "", "ls", "tasks")
     assert code == 2 and err.startswith("casstore: ") and err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
 
@@ -222,30 +215,32 @@ def test_show_and_counts_are_readable(tmp_path: Path, capsys) -> None:
     source = tmp_path / "src"
     write_task(source, "a", metadata='reward_keys = ["speed"]')
     store = tmp_path / "store"
-    code, text = call(capsys, store, "publish", str(source), "--taskset", "one")
+    code, text, _ = store_cli(capsys, store, "publish", str(source), "--taskset", "one")
     assert code == 0 and text.splitlines()[-1].endswith(
         "  1 task (new revision, pinning exactly these)"
     )
-    _, items = call(capsys, store, "ls", "tasks", "--json")
-    code, text = call(capsys, store, "show", "one")
+    _, items, _ = store_cli(capsys, store, "ls", "tasks", "--json")
+    code, text, _ = store_cli(capsys, store, "show", "one")
     lines = text.splitlines()
     assert code == 0 and "  tasks: 1" in lines
     assert f"    default/a  {items[0]['revision']}" in lines
     assert not any("[" in line or "{" in line for line in lines)
-    code, text = call(capsys, store, "show", "a")
+    code, text, _ = store_cli(capsys, store, "show", "a")
     assert "  metrics: reward, speed" in text.splitlines()
     assert "  views: none" in text.splitlines()
-    assert call(capsys, store, "ls", "tasksets")[1].endswith("  1 task\n")
-    assert call(capsys, store, "checkout", "one", str(tmp_path / "o"))[1].startswith("ok 1 task ")
-    assert call(capsys, store, "fsck")[1] == "ok: 1 revision, 1 archive\n"
+    assert store_cli(capsys, store, "ls", "tasksets")[1].endswith("  1 task\n")
+    assert store_cli(capsys, store, "checkout", "one", str(tmp_path / "o"))[1].startswith(
+        "ok 1 task "
+    )
+    assert store_cli(capsys, store, "fsck")[1] == "ok: 1 revision, 1 archive\n"
 
 
 @pytest.mark.realdata
 def test_real_suite_cli_roundtrip(tmp_path: Path, capsys) -> None:
     suite = FIXTURES / "tasks" / "terminal-bench-qc"
     store = tmp_path / "store"
-    code, items = call(capsys, store, "publish", str(suite), "--taskset", "tb", "--json")
+    code, items, _ = store_cli(capsys, store, "publish", str(suite), "--taskset", "tb", "--json")
     assert code == 0 and len(items) == len(discover(suite))
-    code, result = call(capsys, store, "checkout", "tb", str(tmp_path / "out"), "--json")
+    code, result, _ = store_cli(capsys, store, "checkout", "tb", str(tmp_path / "out"), "--json")
     assert code == 0 and len(result["tasks"]) == len(items)
-    assert call(capsys, store, "fsck")[0] == 0
+    assert store_cli(capsys, store, "fsck")[0] == 0

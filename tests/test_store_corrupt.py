@@ -27,7 +27,6 @@ from tests.trials_builder import make_job, trial_json, trial_result
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIALS = 20  # enough for a zstd dictionary (evidence.MIN_DICT_SAMPLES)
-call = store_cli
 
 
 @pytest.fixture
@@ -86,7 +85,7 @@ def _assert_one_line(code: int, out: object, err: str, path: str) -> None:
 
 
 def _fsck_problems(capsys, store_dir: Path) -> list[tuple[str, str]]:
-    code, report, err = call(capsys, store_dir, "fsck", "--json")
+    code, report, err = store_cli(capsys, store_dir, "fsck", "--json")
     assert code == 1 and err == "" and report["ok"] is False
     return [(problem["kind"], problem["ref"]) for problem in report["problems"]]
 
@@ -96,16 +95,16 @@ def _fsck_problems(capsys, store_dir: Path) -> list[tuple[str, str]]:
 
 def test_clean_store_fsck_checks_jobs(imported, capsys) -> None:
     store_dir, _ = imported
-    code, report, _ = call(capsys, store_dir, "fsck", "--json")
+    code, report, _ = store_cli(capsys, store_dir, "fsck", "--json")
     assert code == 0 and report["ok"] and (report["jobs"], report["trials"]) == (1, TRIALS)
-    code, text, _ = call(capsys, store_dir, "fsck")
+    code, text, _ = store_cli(capsys, store_dir, "fsck")
     assert code == 0 and text == f"ok: 0 revisions, 0 archives, 1 job, {TRIALS} trials\n"
 
 
 def test_flipped_reward_table_column(imported, capsys) -> None:
     store_dir, job = imported
     _flip_table_column(store_dir, job, "task")
-    code, out, err = call(capsys, store_dir, "rescore", "demo", "--json")
+    code, out, err = store_cli(capsys, store_dir, "rescore", "demo", "--json")
     _assert_one_line(code, out, err, f"reward_tables/{job}")
     assert "CRC-32 mismatch" in err and "column task" in err
     assert _fsck_problems(capsys, store_dir) == [("corrupt_reward_table", job)]
@@ -119,7 +118,7 @@ def test_flipped_name_column_is_found_before_any_output(imported, capsys, column
     with store, pytest.raises(CorruptStoreError, match=f"column {column}: CRC-32") as caught:
         Jobs(store).reward_table(job)
     assert caught.value.path == f"reward_tables/{job}"
-    code, out, err = call(capsys, store_dir, "rescore", "demo")
+    code, out, err = store_cli(capsys, store_dir, "rescore", "demo")
     assert (code, out) == (1, "") and err.startswith(f"casstore: reward_tables/{job}: ")
     assert _fsck_problems(capsys, store_dir) == [("corrupt_reward_table", job)]
 
@@ -135,9 +134,9 @@ def test_missing_reward_table_is_damage(imported, capsys) -> None:
         Jobs(store).reward_table("demo")
     assert (caught.value.path, caught.value.rule) == (f"reward_tables/{job}", rule)
     for source in ("demo", job):
-        code, out, err = call(capsys, store_dir, "rescore", source)
+        code, out, err = store_cli(capsys, store_dir, "rescore", source)
         assert (code, out, err) == (1, "", f"casstore: reward_tables/{job}: {rule}\n")
-        code, out, err = call(capsys, store_dir, "rescore", source, "--json")
+        code, out, err = store_cli(capsys, store_dir, "rescore", source, "--json")
         _assert_one_line(code, out, err, f"reward_tables/{job}")
         assert out == {
             "ok": False,
@@ -155,7 +154,7 @@ def test_flipped_job_record(imported, capsys) -> None:
     raw = _raw(store_dir, "jobs", job)
     _flip(store_dir, "jobs", job, raw.index(b"\xa4name\xa4demo") + 6)  # inside the name
     for argv in (["rescore", job], ["ls", "jobs"], ["export", job, "-o", "x.jsonl"]):
-        code, out, err = call(capsys, store_dir, *argv, "--json")
+        code, out, err = store_cli(capsys, store_dir, *argv, "--json")
         _assert_one_line(code, out, err, f"jobs/{job}")
     assert _fsck_problems(capsys, store_dir) == [("corrupt_job", job)]
 
@@ -166,7 +165,7 @@ def test_flipped_trial_record(imported, capsys, tmp_path: Path) -> None:
     raw = _raw(store_dir, "trial_packs", key)
     _flip(store_dir, "trial_packs", key, raw.index(b"t1__4"))  # 't' becomes a bad UTF-8 byte
     output = str(tmp_path / "out.jsonl")
-    code, out, err = call(capsys, store_dir, "export", job, "-o", output, "--json")
+    code, out, err = store_cli(capsys, store_dir, "export", job, "-o", output, "--json")
     _assert_one_line(code, out, err, f"trial_packs/{key}")
     assert not Path(output).exists()
     # the damaged pack's header still counts 20 records: the reward table's 20 rows agree
@@ -229,7 +228,7 @@ def test_corrupt_evidence_pack(imported, capsys, damage: str) -> None:
         hurt = records[:1]
     problems = _fsck_problems(capsys, store_dir)
     assert problems == [("corrupt_evidence", f"{job}/{r.trial_name}") for r in hurt]
-    code, report, _ = call(capsys, store_dir, "fsck", "--json")
+    code, report, _ = store_cli(capsys, store_dir, "fsck", "--json")
     assert code == 1
     message = report["problems"][0]["message"]
     if damage == "flipped":
@@ -241,10 +240,10 @@ def test_corrupt_evidence_pack(imported, capsys, damage: str) -> None:
 def test_saved_trials_import_keeps_evidence_elsewhere(imported, capsys, tmp_path: Path) -> None:
     store_dir, _ = imported
     saved = tmp_path / "saved.jsonl"
-    assert call(capsys, store_dir, "export", "demo", "-o", str(saved))[0] == 0
+    assert store_cli(capsys, store_dir, "export", "demo", "-o", str(saved))[0] == 0
     other = tmp_path / "other"
-    assert call(capsys, other, "import", str(saved))[0] == 0
-    code, report, _ = call(capsys, other, "fsck", "--json")
+    assert store_cli(capsys, other, "import", str(saved))[0] == 0
+    code, report, _ = store_cli(capsys, other, "fsck", "--json")
     assert code == 0 and report["ok"] and report["trials"] == TRIALS
 
 
@@ -292,6 +291,7 @@ def _assert_refused(store_dir: Path, size: int, *argv: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [0, 4096, 8192, "half", "one page short"])
 def test_truncated_data_file(imported, size) -> None:
     store_dir, _ = imported
@@ -307,6 +307,7 @@ def test_truncated_data_file(imported, size) -> None:
     assert '"kind": "corrupt_store"' in out
 
 
+@pytest.mark.slow
 def test_truncated_data_file_every_reader(imported) -> None:
     store_dir, _ = imported
     data_file = store_dir / "index" / "data.mdb"

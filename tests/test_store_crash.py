@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from casstore.api import fsck
 from casstore.store import Store
 
@@ -67,6 +69,7 @@ def assert_consistent(store_dir: Path) -> int:
         return report.tasks
 
 
+@pytest.mark.slow
 def test_kill_9_at_random_points(tmp_path: Path) -> None:
     rng = random.Random(20240611)
     store_dir = tmp_path / "store"
@@ -94,6 +97,7 @@ def test_kill_9_at_random_points(tmp_path: Path) -> None:
         assert len(gone.removed) == len(set(gone.removed))
 
 
+@pytest.mark.slow
 def test_two_processes_publish_concurrently(tmp_path: Path) -> None:
     store_dir = tmp_path / "store"
     Store(store_dir).close()

@@ -27,7 +27,7 @@ from harbor.models.trial.paths import TrialPaths
 from harbor.verifier.verifier import RewardFileNotFoundError, Verifier
 
 from casstore.errors import TaskFormatError, UsageError
-from casstore.verifier import (
+from casstore.verifier.init import (
     HELPERS_SOURCE,
     RUNNER_SOURCE,
     SHIM_MARKER,
@@ -36,8 +36,9 @@ from casstore.verifier import (
 )
 from cli.main import run
 from tests.conftest import real_task_dirs
+from tests.helpers import make_task
 
-TASK_TOML = 'schema_version = "1.1"\n\n[verifier]\ntimeout_sec = 60.0\n'
+VERIFIER_TASK_TOML = 'schema_version = "1.1"\n\n[verifier]\ntimeout_sec = 60.0\n'
 
 VERIFIER = """
 from casstore_verify import fraction_passed, read_text, same_output
@@ -56,21 +57,20 @@ WRITTEN = [
 ]
 
 
-def make_task(root: Path, verifier: str = VERIFIER, name: str = "greet") -> Path:
+def make_verifier_task(root: Path, verifier: str = VERIFIER, name: str = "greet") -> Path:
     """A minimal Harbor task with ``tests/verifier.py`` and no ``tests/test.sh`` yet."""
-    task = root / name
-    (task / "environment").mkdir(parents=True)
-    (task / "tests").mkdir()
-    (task / "task.toml").write_text(TASK_TOML)
-    (task / "instruction.md").write_text("Write hello to output.txt.\n")
-    (task / "environment" / "Dockerfile").write_text("FROM python:3.12-slim\nWORKDIR /app\n")
-    (task / "tests" / "verifier.py").write_text(textwrap.dedent(verifier))
-    return task
+    files = {
+        "task.toml": VERIFIER_TASK_TOML,
+        "instruction.md": "Write hello to output.txt.\n",
+        "environment/Dockerfile": "FROM python:3.12-slim\nWORKDIR /app\n",
+        "tests/verifier.py": textwrap.dedent(verifier),
+    }
+    return make_task(root, name, files)
 
 
 @pytest.fixture
 def task(tmp_path: Path) -> Path:
-    return make_task(tmp_path)
+    return make_verifier_task(tmp_path)
 
 
 def _tree(folder: Path) -> dict[str, int]:
@@ -196,7 +196,7 @@ def test_init_rejects_a_missing_verifier(task: Path) -> None:
     ],
 )
 def test_init_rejects_a_verifier_without_verify(tmp_path: Path, source: str, rule: str) -> None:
-    task = make_task(tmp_path, source)
+    task = make_verifier_task(tmp_path, source)
     with pytest.raises(UsageError, match=re.escape(rule)):
         init_verifier(task)
 
@@ -211,7 +211,7 @@ def test_init_rejects_a_verifier_without_verify(tmp_path: Path, source: str, rul
     ],
 )
 def test_init_accepts_any_top_level_binding_of_verify(tmp_path: Path, source: str) -> None:
-    assert len(init_verifier(make_task(tmp_path, source))) == 3
+    assert len(init_verifier(make_verifier_task(tmp_path, source))) == 3
 
 
 def test_init_rejects_a_missing_task_directory(tmp_path: Path) -> None:
@@ -235,7 +235,7 @@ def test_init_rejects_an_invalid_task_toml(task: Path) -> None:
 
 
 def test_init_rejects_a_windows_task(task: Path) -> None:
-    (task / "task.toml").write_text(TASK_TOML + '\n[environment]\nos = "windows"\n')
+    (task / "task.toml").write_text(VERIFIER_TASK_TOML + '\n[environment]\nos = "windows"\n')
     with pytest.raises(UsageError, match=r"Windows task runs tests/test\.bat"):
         init_verifier(task)
 
@@ -259,7 +259,7 @@ def test_task_packs_and_verifies_after_init(tmp_path: Path) -> None:
         pytest.skip("the packager does not provide pack_tree / verify_archive yet")
     digests = []
     for name, umask in (("one", 0o022), ("two", 0o077)):
-        task = make_task(tmp_path / name)
+        task = make_verifier_task(tmp_path / name)
         old_umask = os.umask(umask)
         try:
             init_verifier(task)
@@ -366,7 +366,7 @@ def test_shim_partial_credit(sandbox: Sandbox) -> None:
 
 
 def test_shim_passes_task_data_json_and_writes_reward_json(tmp_path: Path) -> None:
-    task = make_task(
+    task = make_verifier_task(
         tmp_path,
         """
         from casstore_verify import read_text, same_output
@@ -406,7 +406,7 @@ def test_shim_removes_a_planted_reward_json_so_harbor_reads_the_real_reward(
 def test_shim_failure_leaves_no_reward_for_harbor(
     tmp_path: Path, source: str, status: int, message: str
 ) -> None:
-    task = make_task(tmp_path, source)
+    task = make_verifier_task(tmp_path, source)
     init_verifier(task)
     box = Sandbox(tmp_path, task)
     box.trial.reward_text_path.write_text("1")
@@ -508,7 +508,7 @@ def test_harbor_verifier_runs_the_shim_and_reads_the_reward(tmp_path: Path, task
 
 
 def test_harbor_verifier_finds_no_reward_when_verify_raised(tmp_path: Path) -> None:
-    task = make_task(tmp_path, "def verify():\n    raise ValueError('boom')\n")
+    task = make_verifier_task(tmp_path, "def verify():\n    raise ValueError('boom')\n")
     init_verifier(task)
     box = Sandbox(tmp_path, task)
     verifier = Verifier(task=Task(task), trial_paths=box.trial, environment=LocalEnvironment(box))

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from casstore.verifier import HELPERS_SOURCE, RUNNER_SOURCE
 from casstore.verifier import run_verifier as rv
 from casstore.verifier.helpers import casstore_verify as helpers
+from casstore.verifier.init import HELPERS_SOURCE, RUNNER_SOURCE
 
 W = Path("/work/space")
 ALL = {"workspace": W, "task_data": {"t": 1}, "response": "r", "state": {"s": 2}}
@@ -428,37 +428,32 @@ def test_verify_calling_sys_exit_0_exits_1_without_a_reward(tmp_path: Path) -> N
     assert "SystemExit: 0\n" in done.stderr
 
 
-def test_reward_files_verify_wrote_itself_are_removed_when_it_raises(tmp_path: Path) -> None:
-    box = Sandbox(
-        tmp_path,
-        """
-        def verify(workspace):
-            import pathlib
-            reward_dir = pathlib.Path(workspace).parent / "logs" / "verifier"
-            (reward_dir / "reward.json").write_text('{"reward": 1}')
-            (reward_dir / "reward.txt").write_text("1")
-            raise RuntimeError("late failure")
-        """,
-    )
+_WRITES_REWARD_JSON = """
+def verify(workspace):
+    import pathlib
+    reward_dir = pathlib.Path(workspace).parent / "logs" / "verifier"
+    (reward_dir / "reward.json").write_text('{"reward": 1}')
+"""
+
+
+def _run_writing_rewards(
+    tmp_path: Path, *then: str
+) -> tuple[Sandbox, subprocess.CompletedProcess[str]]:
+    """Run a ``verify`` that writes ``reward.json`` itself, then runs the lines ``then``."""
+    box = Sandbox(tmp_path, _WRITES_REWARD_JSON + "".join(f"    {line}\n" for line in then))
     box.reward_dir.mkdir(parents=True)
-    done = box.run()
+    return box, box.run()
+
+
+def test_reward_files_verify_wrote_itself_are_removed_when_it_raises(tmp_path: Path) -> None:
+    also = '(reward_dir / "reward.txt").write_text("1")'
+    box, done = _run_writing_rewards(tmp_path, also, 'raise RuntimeError("late failure")')
     _assert_failed(box, done, 1)
     assert "RuntimeError: late failure\n" in done.stderr
 
 
 def test_only_the_returned_reward_stands_when_verify_wrote_another(tmp_path: Path) -> None:
-    box = Sandbox(
-        tmp_path,
-        """
-        def verify(workspace):
-            import pathlib
-            reward_dir = pathlib.Path(workspace).parent / "logs" / "verifier"
-            (reward_dir / "reward.json").write_text('{"reward": 1}')
-            return 0.25
-        """,
-    )
-    box.reward_dir.mkdir(parents=True)
-    done = box.run()
+    box, done = _run_writing_rewards(tmp_path, "return 0.25")
     assert (done.returncode, box.rewards()) == (0, {"reward.txt": "0.25\n"})
 
 

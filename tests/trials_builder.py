@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from harbor.models.agent.context import AgentContext
-from harbor.models.task.id import LocalTaskId
-from harbor.models.trial.config import AgentConfig, TaskConfig, TrialConfig
 from harbor.models.trial.result import (
     AgentInfo,
     ExceptionInfo,
@@ -25,6 +23,8 @@ from harbor.models.trial.result import (
     TrialResult,
 )
 from harbor.models.verifier.result import VerifierResult
+
+from casstore.examples.job import local_trial_result
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 _SENTINEL = "__casstore_verifier_result__"
@@ -62,20 +62,15 @@ def trial_result(
             n_output_tokens=tokens[2],
             cost_usd=tokens[3],
         )
-    return TrialResult(
-        task_name=task,
-        trial_name=trial,
-        trial_uri=f"file:///jobs/{trial}",
-        task_id=LocalTaskId(path=Path(f"tasks/{task}")),
+    return local_trial_result(
+        task,
+        trial,
+        "jobs/j",
+        agent,
+        model,
+        uri=f"file:///jobs/{trial}",
+        job_id=job_id,
         source=source,
-        task_checksum="0" * 64,
-        config=TrialConfig(
-            task=TaskConfig(path=Path(f"tasks/{task}")),
-            trial_name=trial,
-            trials_dir=Path("jobs/j"),
-            agent=AgentConfig(name=agent, model_name=model),
-            job_id=job_id,
-        ),
         agent_info=AgentInfo(
             name=agent,
             version=version,

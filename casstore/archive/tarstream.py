@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from casstore.archive.limits import Limits
-from casstore.archive.tarformat import BLOCK, RECORD, Member, header_checksum, pad
+from casstore.archive.tarformat import BLOCK, RECORD, Kind, Member, header_checksum, pad
 from casstore.digest import new_hasher
 from casstore.errors import (
     CorruptArchiveError,
@@ -24,7 +24,7 @@ from casstore.errors import (
 __all__ = ["ByteStream", "RawMember", "read_members"]
 
 _ZERO = bytes(BLOCK)
-_TYPES = {b"5": "dir", b"0": "file", b"\0": "file", b"2": "symlink"}
+_TYPES: dict[bytes, Kind] = {b"5": "dir", b"0": "file", b"\0": "file", b"2": "symlink"}
 _REFUSED = {
     b"1": "hard link",
     b"3": "character device",

@@ -7,6 +7,9 @@ own ``Mean`` computes) and one directory per trial with ``result.json`` (Harbor'
 so the same arguments give the same files; they include what real jobs hold: failures, an
 agent timeout that still has a reward, a trial without a verifier result, and a task with a
 secondary reward key.
+
+``local_trial_result`` is the ``TrialResult`` of one trial of a local task, which the tests'
+and the benchmarks' job builders use too.
 """
 
 from __future__ import annotations
@@ -16,8 +19,12 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["write_example_job"]
+if TYPE_CHECKING:
+    from harbor.models.trial.result import TrialResult
+
+__all__ = ["local_trial_result", "write_example_job"]
 
 _START = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 _AGENT, _VERSION, _MODEL = "terminus-2", "2.0.0", "claude-haiku-4-5"
@@ -43,7 +50,7 @@ def write_example_job(
     job = dest / name
     job.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    results = []
+    results: list[TrialResult] = []
     for index, task in enumerate(tasks):
         chance = 0.8 - 0.25 * index
         for attempt in range(attempts):
@@ -73,45 +80,68 @@ def write_example_job(
     return job
 
 
-def _outcome(rng: random.Random, chance: float, first_task: bool, slot: tuple[int, int]) -> dict:
-    rewards: dict[str, float] | None = {"reward": 1.0 if rng.random() < chance else 0.0}
-    if first_task:
-        rewards["style"] = round(rng.uniform(0.5, 1.0), 2)
-    exception = "AgentTimeoutError" if slot == (1, 2) else None
-    if slot == (2, 1):
-        rewards, exception = None, "NonZeroAgentExitCodeError"
-    return {"rewards": rewards, "exception": exception}
-
-
-def _trial(task: str, trial: str, outcome: dict, position: int):
-    from harbor.models.agent.context import AgentContext
+def local_trial_result(
+    task: str,
+    trial: str,
+    trials_dir: str,
+    agent: str,
+    model_name: str | None,
+    *,
+    uri: str | None = None,
+    checksum: str = "0" * 64,
+    job_id: str | None = None,
+    **fields: Any,
+) -> TrialResult:
+    """Harbor's ``TrialResult`` of trial ``trial`` of the local task ``tasks/<task>``, run by
+    the agent ``agent`` (model ``model_name``) in the folder ``trials_dir``, its URI
+    ``file:///<trials_dir>/<trial>`` unless ``uri`` is given. ``fields`` are the result's other
+    fields (``source``, ``agent_info``, ``verifier_result``, timings...); Harbor validates all.
+    """
     from harbor.models.task.id import LocalTaskId
     from harbor.models.trial.config import AgentConfig, TaskConfig, TrialConfig
-    from harbor.models.trial.result import (
-        AgentInfo,
-        ExceptionInfo,
-        ModelInfo,
-        TimingInfo,
-        TrialResult,
+    from harbor.models.trial.result import TrialResult
+
+    return TrialResult(
+        task_name=task,
+        trial_name=trial,
+        trial_uri=uri or f"file:///{trials_dir}/{trial}",
+        task_id=LocalTaskId(path=Path(f"tasks/{task}")),
+        task_checksum=checksum,
+        config=TrialConfig(
+            task=TaskConfig(path=Path(f"tasks/{task}")),
+            trial_name=trial,
+            trials_dir=Path(trials_dir),
+            agent=AgentConfig(name=agent, model_name=model_name),
+            job_id=job_id,
+        ),
+        **fields,
     )
+
+
+def _outcome(rng: random.Random, chance: float, first_task: bool, slot: tuple[int, int]) -> dict:
+    rewards = {"reward": 1.0 if rng.random() < chance else 0.0}
+    if first_task:
+        rewards["style"] = round(rng.uniform(0.5, 1.0), 2)
+    if slot == (2, 1):
+        return {"rewards": None, "exception": "NonZeroAgentExitCodeError"}
+    return {"rewards": rewards, "exception": "AgentTimeoutError" if slot == (1, 2) else None}
+
+
+def _trial(task: str, trial: str, outcome: dict, position: int) -> TrialResult:
+    from harbor.models.agent.context import AgentContext
+    from harbor.models.trial.result import AgentInfo, ExceptionInfo, ModelInfo, TimingInfo
     from harbor.models.verifier.result import VerifierResult
 
     start = _START + timedelta(minutes=position)
     end = start + timedelta(seconds=50)
     rewards, exception = outcome["rewards"], outcome["exception"]
-    return TrialResult(
-        task_name=task,
-        trial_name=trial,
-        trial_uri=f"file:///jobs/demo-job/{trial}",
-        task_id=LocalTaskId(path=Path(f"tasks/{task}")),
+    return local_trial_result(
+        task,
+        trial,
+        "jobs/demo-job",
+        _AGENT,
+        f"anthropic/{_MODEL}",
         source=_SOURCE,
-        task_checksum="0" * 64,
-        config=TrialConfig(
-            task=TaskConfig(path=Path(f"tasks/{task}")),
-            trial_name=trial,
-            trials_dir=Path("jobs/demo-job"),
-            agent=AgentConfig(name=_AGENT, model_name=f"anthropic/{_MODEL}"),
-        ),
         agent_info=AgentInfo(
             name=_AGENT, version=_VERSION, model_info=ModelInfo(name=_MODEL, provider="anthropic")
         ),
@@ -131,10 +161,10 @@ def _trial(task: str, trial: str, outcome: dict, position: int):
     )
 
 
-def _write_trial(directory: Path, result) -> None:
+def _write_trial(directory: Path, result: TrialResult) -> None:
     (directory / "verifier").mkdir(parents=True, exist_ok=True)
     (directory / "result.json").write_text(result.model_dump_json(indent=4))
     (directory / "config.json").write_text(result.config.model_dump_json(indent=4))
-    if result.verifier_result is not None:
-        reward = result.verifier_result.rewards["reward"]
-        (directory / "verifier" / "reward.txt").write_text(f"{reward}\n")
+    rewards = result.verifier_result.rewards if result.verifier_result else None
+    if rewards is not None:
+        (directory / "verifier" / "reward.txt").write_text(f"{rewards['reward']}\n")

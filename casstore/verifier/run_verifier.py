@@ -66,7 +66,11 @@ class ContractError(Exception):
 
 
 class VerifyRaised(Exception):
-    """``verify`` raised; ``__cause__`` is its exception (exit status 1)."""
+    """``verify`` raised ``error`` (also the ``__cause__``; exit status 1)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__("verify raised")
+        self.error = error
 
 
 def place_on_path(folders: list[Path] | tuple[Path, ...]) -> None:
@@ -206,7 +210,7 @@ def call_verify(verify: Any, positional: list[Any], keywords: dict[str, Any]) ->
         if inspect.isawaitable(result):
             result = asyncio.run(_awaited(result))
     except (Exception, SystemExit) as error:
-        raise VerifyRaised("verify raised") from error
+        raise VerifyRaised(error) from error
     return result
 
 
@@ -375,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         written = run(arguments)
     except VerifyRaised as raised:
-        error = raised.__cause__
+        error = raised.error
         detail = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         return _failed(arguments, EXIT_VERIFY_RAISED, f"verify raised:\n{detail.rstrip()}")
     except ContractError as error:
