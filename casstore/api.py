@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from casstore.archive.compress import Compression
 from casstore.archive.discover import DiscoveredTask, TaskCollection, discover
@@ -18,7 +18,7 @@ from casstore.archive.read import VerifyResult, extract_archive, verify_archive
 from casstore.errors import UsageError
 from casstore.progress import NO_PROGRESS, Progress
 from casstore.sources import check_taskset, load_sources, taskset_views
-from casstore.store import DEFAULT_FILESET, DEFAULT_WORKSPACE, Store
+from casstore.store import DEFAULT_WORKSPACE, Store
 from casstore.store.checkout import CheckoutResult
 from casstore.store.fsck import FsckReport
 from casstore.store.publish import PublishResult
@@ -26,7 +26,7 @@ from casstore.store.tasksets import TasksetResult
 from casstore.trials.check import check_jobs
 from casstore.trials.jobstore import Jobs
 from casstore.trials.records import ImportReport
-from scoring import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, ScoreReport, View, load_views, score
+from scoring import ScoreReport, View, load_views, score
 
 __all__ = [
     "checkout",
@@ -92,37 +92,24 @@ def open_store(root: Path | str = ".casstore", *, create: bool = True) -> Store:
 def publish(
     store: Store,
     tasks: Path | str | Iterable[DiscoveredTask],
-    *,
     name: str | None = None,
-    workspace: str = DEFAULT_WORKSPACE,
-    fileset: str = DEFAULT_FILESET,
-    prefix: str = "",
-    compression: Compression = "gzip",
-    create: bool = False,
+    *,
     progress: Progress = NO_PROGRESS,
+    **options: Any,
 ) -> list[PublishResult]:
     """Publish ``tasks`` (discovered, or a task / dataset directory discovered first) into
-    ``store``, each under its default name (``name`` for a single task); identical content
-    returns the existing revision. One :class:`PublishResult` per task, in order. Raises as
-    :meth:`Store.publish`, and :class:`~casstore.errors.UsageError` for ``name`` with
-    several tasks."""
+    ``store``, each under its default name (``name`` for a single task) with ``options`` as
+    :meth:`Store.publish` takes them (``workspace``, ``fileset``, ``prefix``, ``compression``,
+    ``create``, ``limits``); identical content returns the existing revision. One
+    :class:`PublishResult` per task, in order. Raises as :meth:`Store.publish`, and
+    :class:`~casstore.errors.UsageError` for ``name`` with several tasks."""
     found = discover(tasks) if isinstance(tasks, Path | str) else list(tasks)
     if name is not None and len(found) != 1:
         raise UsageError(str(tasks), "--name needs a single task")
     progress.start(len(found))
     results = []
     for task in found:
-        results.append(
-            store.publish(
-                task,
-                name,
-                workspace=workspace,
-                fileset=fileset,
-                prefix=prefix,
-                compression=compression,
-                create=create,
-            )
-        )
+        results.append(store.publish(task, name, **options))
         progress.advance(task.id)
     return results
 
@@ -171,35 +158,23 @@ def rescore(
     store: Path | str = ".casstore",
     *,
     reward_key: str | None = None,
-    ks: Sequence[int] | None = None,
-    threshold: float = 1.0,
-    group_by: Sequence[str] = DEFAULT_GROUP_BY,
-    metrics: Sequence[str | Path] = ("mean",),
     views: Sequence[View] | Path | str | None = None,
     taskset: str | None = None,
-    metric_timeout: float = DEFAULT_METRIC_TIMEOUT,
+    **options: Any,
 ) -> ScoreReport:
     """Score the trials of ``sources`` (job directories, saved-trials files, ids or names of
-    jobs imported in the store at ``store``), as ``casstore rescore`` does: with ``taskset``,
-    the trials are checked against that taskset and its tasks' views apply (after
-    ``views``, which win on a name). See :func:`scoring.score` for the options and
-    :mod:`scoring.report` for the report."""
+    jobs imported in the store at ``store``), as ``casstore rescore`` does. ``views``: a view
+    file or views; with ``taskset`` the trials are checked against that taskset and the views
+    its task revisions declare apply too (``views`` win on a name). ``options`` as
+    :func:`scoring.score` takes them (``ks``, ``threshold``, ``group_by``, ``metrics``,
+    ``metric_timeout``); :mod:`scoring.report` documents the report."""
     declared = list(load_views(views) if isinstance(views, Path | str) else views or [])
     table = load_sources(sources, store, reward_key)
     if taskset is not None:
         names = {view.name for view in declared}
         items = check_taskset(table, store, taskset)
         declared += [view for view in taskset_views(items) if view.name not in names]
-    return score(
-        table,
-        reward_key=reward_key,
-        ks=ks,
-        threshold=threshold,
-        group_by=group_by,
-        metrics=metrics,
-        views=declared,
-        metric_timeout=metric_timeout,
-    )
+    return score(table, reward_key=reward_key, views=declared, **options)
 
 
 def fsck(store: Store, progress: Progress = NO_PROGRESS) -> FsckReport:

@@ -45,8 +45,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from casstore import api
 from casstore.errors import UsageError
-from casstore.sources import check_taskset, load_sources, taskset_views
 from cli.options import GlobalOptions, JsonOption
 from cli.output import emit_json, out_console
 from scoring import (
@@ -54,11 +54,7 @@ from scoring import (
     DEFAULT_GROUP_BY,
     DEFAULT_METRIC_TIMEOUT,
     GROUP_FIELDS,
-    RewardTable,
     ScoreReport,
-    View,
-    load_views,
-    score,
 )
 
 __all__ = ["print_report", "register"]
@@ -277,34 +273,22 @@ def rescore(
     _check_number("--metric-timeout", metric_timeout, positive=True)
     metrics = _metric_specs(metric)
     fields = _parse_group_by(group_by)
-    declared = load_views(views) if views is not None else []
-    table = load_sources(sources, options.store, reward_key)
-    if taskset is not None:
-        declared += _taskset_views(table, options.store, taskset, declared)
-    report = score(
-        table,
+    report = api.rescore(
+        sources,
+        options.store,
         reward_key=reward_key,
+        views=views,
+        taskset=taskset,
         ks=ks,
         threshold=threshold,
         group_by=fields,
         metrics=metrics,
-        views=declared,
         metric_timeout=metric_timeout,
     )
     if json:
         emit_json(report.to_json())
     else:
         print_report(report)
-
-
-def _taskset_views(
-    table: RewardTable, store: Path, taskset: str, declared: list[View]
-) -> list[View]:
-    """Check ``table`` against ``taskset``; the views its task revisions declare that
-    ``declared`` (the ``--views`` file) does not name."""
-    names = {view.name for view in declared}
-    items = check_taskset(table, store, taskset)
-    return [view for view in taskset_views(items) if view.name not in names]
 
 
 def register(app: typer.Typer) -> None:

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from casstore.api import fsck as fsck_store
+from casstore import api
 from casstore.archive.discover import discover
 from casstore.errors import UsageError
 from casstore.store import DEFAULT_FILESET, DEFAULT_WORKSPACE, Store, TaskRevision, TasksetRevision
@@ -58,22 +58,18 @@ def publish(
     tasks = discover(path)
     if name is not None and len(tasks) != 1:
         raise UsageError(str(path), "--name needs a single task")
-    results = []
     with _store(ctx, create=True) as store, progress_bar("publish") as bar:
-        bar.start(len(tasks))
-        for task in tasks:
-            results.append(
-                store.publish(
-                    task,
-                    name,
-                    workspace=workspace,
-                    fileset=fileset,
-                    prefix=prefix,
-                    compression=compression,
-                    create=create,
-                )
-            )
-            bar.advance(task.id)
+        results = api.publish(
+            store,
+            tasks,
+            name,
+            progress=bar,
+            workspace=workspace,
+            fileset=fileset,
+            prefix=prefix,
+            compression=compression,
+            create=create,
+        )
         made = None
         if taskset is not None:
             made = store.tasksets.replace(taskset, [r.name for r in results], workspace)
@@ -235,7 +231,7 @@ def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
     """Re-verify every archive and reference, and the imported jobs' records, reward tables
     and evidence (never modifies); exit 1 on problems."""
     with _store(ctx) as store, progress_bar("fsck") as bar:
-        report = fsck_store(store, bar)
+        report = api.fsck(store, bar)
     if json:
         emit_json(report.model_dump())
     else:
