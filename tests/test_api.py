@@ -122,3 +122,33 @@ def test_readme_example_on_real_data(tmp_path: Path) -> None:
     recorded = json.loads((JOB / "result.json").read_bytes())
     (evals,) = recorded["stats"]["evals"].values()
     assert scored["harbor_metrics"] == evals["metrics"]
+
+
+def _readme_api() -> str:
+    text = (ROOT / "README.md").read_text()
+    return text[text.index("## Python API") : text.index("## Limits")]
+
+
+def test_readme_documents_every_name() -> None:
+    section = _readme_api()
+    missing = [name for name in casstore.__all__ if f"`{name}" not in section]
+    assert missing == []
+
+
+@pytest.mark.realdata
+def test_readme_example_runs(tmp_path: Path) -> None:
+    """The README's example, run as a user would (its paths made absolute), prints Harbor's
+    recorded mean."""
+    section = _readme_api()
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    code = code.replace("../shared/fixtures", str(FIXTURES))
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert done.stdout == "0.4157303370786517\n"
+    assert sorted(p.name for p in (tmp_path / "dataset").iterdir()) == [
+        "cipher",
+        "example-task",
+        "example-task-airgapped",
+        "three-body-problem",
+    ]
