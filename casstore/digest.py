@@ -72,6 +72,13 @@ class Digest:
         """Whether ``text`` is a digest's hex part: 64 lowercase hex digits."""
         return _HEX.fullmatch(text) is not None
 
+    @staticmethod
+    def is_digest(text: str, algorithm: Algorithm = "sha256") -> bool:
+        """Whether ``text`` is ``<algorithm>:<64 lowercase hex digits>`` (what :meth:`parse`
+        accepts, without building a :class:`Digest`: cheap enough for a check per trial)."""
+        prefix = algorithm + ":"
+        return text.startswith(prefix) and _HEX.fullmatch(text, len(prefix)) is not None
+
     def __str__(self) -> str:
         return f"{self.algorithm}:{self.hex}"
 

@@ -37,6 +37,18 @@ def test_digest_parse_and_format_round_trip():
 def test_digest_rejects_every_other_form(text):
     with pytest.raises(UsageError):
         Digest.parse(text)
+    assert not Digest.is_digest(text)
+
+
+def test_digest_checks_agree_with_parse():
+    """``is_digest`` and ``is_hex`` accept exactly what :meth:`Digest.parse` accepts."""
+    for algorithm in ("sha256", "blake3"):
+        text = f"{algorithm}:{HEX}"
+        assert Digest.is_digest(text, algorithm) and Digest.parse(text, algorithm).hex == HEX
+        assert not Digest.is_digest(text, "sha256" if algorithm == "blake3" else "blake3")
+    assert Digest.is_hex(HEX) and Digest.of(b"").hex == (
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    )
 
 
 def test_digest_error_quotes_the_text_and_the_forms():
