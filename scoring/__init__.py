@@ -1,4 +1,4 @@
-"""Scoring engine for imported Harbor trials (SPEC section 5).
+"""Scoring engine for imported Harbor trials (README, §6 Scoring).
 
 Entry points: :func:`score` (a :class:`RewardTable` → :class:`ScoreReport`),
 :func:`summarize` (merged :class:`Partials` → report), the per-metric functions

@@ -1,4 +1,4 @@
-"""Per-attempt rules (SPEC section 5): status, emitted primary, emitted secondaries, diagnostics.
+"""Per-attempt rules (README, §6 Scoring): status, emitted primary and secondaries, diagnostics.
 
 Vectorised over a :class:`~casstore.table.columns.RewardTable` of ``n`` rows, ``k`` secondary keys
 and ``T`` tasks; no per-row Python loop (diagnostic dicts are only built on demand, one per issue).
@@ -313,7 +313,7 @@ class Attempts:
 
 
 def apply_rules(table: RewardTable) -> Attempts:
-    """Apply SPEC section 5's per-attempt rules to every row of ``table`` at once."""
+    """Apply the per-attempt rules (README, §6 Scoring) to every row of ``table`` at once."""
     return Attempts(table)
 
 

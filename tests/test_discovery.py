@@ -1,4 +1,4 @@
-"""Task discovery (SPEC section 1): every dataset rule, on small generated trees."""
+"""Task discovery (README, §1 Task discovery): every dataset rule, on small generated trees."""
 
 from __future__ import annotations
 

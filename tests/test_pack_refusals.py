@@ -1,4 +1,4 @@
-"""The packager's refusal rules (SPEC section 2), one minimal source tree each.
+"""The packager's refusal rules (README, §2 Packager), one minimal source tree each.
 
 Every test starts from a tiny valid task directory (``task.toml`` + ``instruction.md``), adds
 one bad thing, and asserts the exact error class, the offending path in the message, and that

@@ -1,4 +1,4 @@
-"""Per-attempt rules of SPEC section 5 on generated tables: values, statuses, diagnostics."""
+"""Per-attempt rules of README, §6 Scoring, on generated tables: values, statuses, diagnostics."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The store (SPEC section 4): create/replace/reuse/pin rules, checkout, fsck, gc, real data."""
+"""The store (README, §4 Store): create/replace/reuse/pin rules, checkout, fsck, gc, real data."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Task discovery (SPEC section 1): one task directory or a dataset directory → tasks.
+"""Task discovery (README, §1 Task discovery): one task directory or a dataset directory → tasks.
 
 Every discovered task was scanned with every packaging check
 (:func:`casstore.archive.scan.scan_tree`, which validates ``task.toml`` with Harbor's own

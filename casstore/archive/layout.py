@@ -1,4 +1,4 @@
-"""The Harbor task layout rule (SPEC section 1), over any tree view: disk or archive.
+"""The Harbor task layout rule (README, §1 Task discovery), over any tree view: disk or archive.
 
 A task holds a ``task.toml`` that Harbor's own ``TaskConfig`` accepts, and ``instruction.md``;
 a multi-step task (``steps`` in task.toml) holds ``steps/<name>/instruction.md`` for every

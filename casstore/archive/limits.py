@@ -1,4 +1,4 @@
-"""Every bound the packager and the reader enforce, with its default (SPEC section 2).
+"""Every bound the packager and the reader enforce, with its default (README, §2 Packager).
 
 Override from the API (``Limits(max_entries=10)``, ``limits.with_overrides(...)``) or the CLI
 (``--limit max_entries=10 --limit max_file_bytes=1MiB``).

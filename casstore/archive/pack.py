@@ -1,7 +1,7 @@
 """The deterministic packager: a Harbor task directory → one canonical archive.
 
 Same tree, same bytes: whatever the files' mtimes, owners, inode order, the umask or the
-machine (SPEC section 2). The stream is built in fixed blocks and never held whole in memory
+machine (README, §2 Packager). The stream is built in fixed blocks and never held whole in memory
 (:mod:`casstore.archive.tarbuild`); the compressed bytes go to :mod:`casstore.archive.output`.
 Here: the entries, each checked unchanged since the scan as it is written, and the order of
 the errors.

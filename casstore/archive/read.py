@@ -1,4 +1,4 @@
-"""The reader: ``verify_archive`` and ``extract_archive`` (SPEC section 3).
+"""The reader: ``verify_archive`` and ``extract_archive`` (README, §3 Verification and extraction).
 
 One streaming pass checks, within ``Limits``: the SHA-256 address, the bounded decompression,
 one top-level directory, safe and normalized names without duplicates, nothing below a link or

@@ -1,11 +1,12 @@
 """Scan a task directory for the packager: every entry, in archive order, checked.
 
-The scan applies every source rule of SPEC section 2: names valid UTF-8, only directories, regular
-files and symbolic links, link targets inside the task (see :mod:`casstore.archive.links`), the
-entry/size/path limits, and the Harbor task layout. It runs in three steps so that a packer can
-write entries while the tree is walked: :func:`start_scan` (the root and task.toml),
-:func:`walk_tree` (every entry in archive order, each checked on its own) and :func:`finish_scan`
-(the rules that need the whole tree); :func:`scan_tree` runs all three.
+The scan applies every source rule of README, §2 Packager: names valid UTF-8, only
+directories, regular files and symbolic links, link targets inside the task (see
+:mod:`casstore.archive.links`), the entry/size/path limits, and the Harbor task layout. It runs
+in three steps so that a packer can write entries while the tree is walked: :func:`start_scan`
+(the root and task.toml), :func:`walk_tree` (every entry in archive order, each checked on its
+own) and :func:`finish_scan` (the rules that need the whole tree); :func:`scan_tree` runs all
+three.
 """
 
 from __future__ import annotations

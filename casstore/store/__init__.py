@@ -1,4 +1,4 @@
-"""The store (SPEC section 4): an LMDB index and filesets of immutable archives.
+"""The store (README, §4 Store): an LMDB index and filesets of immutable archives.
 
 ``Store(root)`` is the entry point: ``publish``/``retry``, ``tasks`` and ``tasksets``
 (``create``/``replace``/``get``/``list``), ``resolve``, ``checkout``, ``fsck`` and ``gc``.

@@ -1,4 +1,4 @@
-"""The store: an LMDB index plus filesets, with tasks, tasksets and publication (SPEC §4).
+"""The store: an LMDB index plus filesets, with tasks, tasksets and publication (README, §4 Store).
 
 ``Store(root)`` opens (creating if needed; ``create=False``: an existing store only)
 ``root/index`` and ``root/filesets``. Task names

@@ -1,7 +1,7 @@
 """The columnar reward table: what job import stores and what the scoring engine reads.
 
 One row per attempt (trial). Rows of one table come from one or more Harbor jobs. Scoring
-never re-parses JSON: every rule of SPEC section 5 can be decided from these columns.
+never re-parses JSON: every rule of README, §6 Scoring can be decided from these columns.
 
 Columns (``n`` rows, ``k`` secondary reward keys):
 

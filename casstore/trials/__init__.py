@@ -1,4 +1,4 @@
-"""Harbor job trees and saved trials: import, records, reward tables (SPEC section 4, Trials).
+"""Harbor job trees and saved trials: import, records, reward tables (README, §5 Trials and import).
 
 The contract the scoring engine codes against:
 
