@@ -137,7 +137,7 @@ def export(
         records, job_id = parsed.trials, parsed.job_id
     else:
         options: GlobalOptions = ctx.obj
-        with Store(options.store) as store:
+        with Store(options.store, create=False) as store:
             record = Jobs(store).get(job)
             records = Jobs(store).trial_records(record.job_id)
             job_id = record.job_id
@@ -175,7 +175,7 @@ def job_rows(store: Store) -> list[dict[str, Any]]:
 
 def ls_jobs(options: GlobalOptions, json: bool) -> None:
     """``casstore ls jobs [--json]``: the imported jobs of the store."""
-    with Store(options.store) as store:
+    with Store(options.store, create=False) as store:
         rows = job_rows(store)
     if json:
         emit_json(rows)

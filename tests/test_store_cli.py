@@ -146,6 +146,9 @@ def test_checkout_fsck_gc_and_corruption(tmp_path: Path, capsys) -> None:
 READ_ONLY = [
     ["ls", "tasks"],
     ["ls", "tasksets"],
+    ["ls", "jobs"],
+    ["export", "somejob", "-o", "OUT"],
+    ["rescore", "somejob"],
     ["show", "a"],
     ["checkout", "a", "OUT"],
     ["fsck"],
