@@ -5,12 +5,11 @@ command)::
 
     import casstore
 
-    tasks = casstore.discover_tasks("./mydataset")          # Harbor's tasks, checked
+    tasks = casstore.discover_tasks("./mydataset")         # Harbor's tasks, checked
     with casstore.open_store(".casstore") as store:
-        for task in tasks:                                 # publish: pack, store, verify
-            store.tasks.replace(task.id.replace("/", "-"), task)
-        casstore.create_taskset(store, "suite", [t.id.replace("/", "-") for t in tasks])
-        casstore.checkout(store, "default/suite", "dataset")   # what a worker runs
+        published = casstore.publish(store, tasks)        # pack, store, verify, register
+        casstore.create_taskset(store, "suite", [p.name for p in published])
+        casstore.checkout(store, "default/suite", "dataset")  # what a worker runs
         casstore.import_jobs(store, ["jobs/2026-05-10__01-23-57"])
     report = casstore.rescore(["2026-05-10__01-23-57"], store=".casstore")
     print(report.to_json()["resolve_rate"])
@@ -24,7 +23,8 @@ Glossary (one word per thing):
 - **archive**: the deterministic tar (gzip, zstd or none) of one task; to **pack** is to
   write one. Its **address** is ``sha256:<hex>`` of the archive's bytes; its **content
   digest** is ``blake3:<hex>`` of the uncompressed canonical tar (the same for every
-  compression). A **digest** is either (:class:`casstore.digest.Digest`).
+  compression). A **digest** is ``<algorithm>:<64 hex>`` (:class:`casstore.digest.Digest`):
+  addresses, content digests, revision digests, evidence keys and dictionary ids are digests.
 - **store**: one directory holding an LMDB **index** and **filesets**: a fileset is a tree
   of immutable archive files (``<workspace>/<fileset>#<path>``, an **archive reference**).
 - **revision**: one published state of a task (or a taskset's pins), named by the digest
@@ -32,9 +32,9 @@ Glossary (one word per thing):
   (latest revision) or ``workspace/name#<revision digest>``.
 - **taskset**: a named, pinned list of task revisions.
 - **job**: one ``harbor run`` output directory; **trial**: one attempt of one task in a job
-  (one trial directory, one ``result.json``); **attempt** is the trial's index within its
-  task. The **verifier** writes the trial's **rewards**; the **reward key** selects the
-  primary reward.
+  (one trial directory, one ``result.json``): trial and **attempt** name the same thing, a
+  trial's ``attempt`` (its **attempt index**) numbers its task's trials from 0. The
+  **verifier** writes the trial's **rewards**; the **reward key** selects the primary reward.
 - **evidence**: the raw ``result.json`` bytes kept (zstd) in the store; an **evidence pack**
   holds the evidence of a chunk of trials, a **trial pack** the records of up to 500 trials
   (LMDB values, not archives).
