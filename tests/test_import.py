@@ -810,7 +810,8 @@ def _as_schema(store_dir: Path, version: int) -> None:
         frame_of,
         split_reference,
     )
-    from casstore.trials.records import JobRecord, decode_trial_pack, encode_stored, from_builtins
+    from casstore.trials.records import JobRecord, from_builtins
+    from casstore.trials.stored_form import decode_trial_pack, encode_stored
 
     env = lmdb.open(str(store_dir / "index"), max_dbs=32)
     try:
@@ -1024,7 +1025,8 @@ def test_stored_form_keeps_what_the_job_does_not_imply() -> None:
     """Another directory's result path and metadata besides the job's reward key are kept."""
     import msgspec
 
-    from casstore.trials.records import TrialRecord, decode_stored, encode_stored
+    from casstore.trials.records import TrialRecord
+    from casstore.trials.stored_form import decode_stored, encode_stored
 
     record = TrialRecord(
         job_id="j",

@@ -173,7 +173,7 @@ def test_flipped_trial_record(imported, capsys, tmp_path: Path) -> None:
 
 
 def test_missing_evidence_and_trial_record(imported, capsys) -> None:
-    from casstore.trials.records import encode_trial_pack
+    from casstore.trials.stored_form import encode_trial_pack
 
     store_dir, job = imported
     with Store(store_dir, create=False) as store:
@@ -211,8 +211,8 @@ def test_corrupt_evidence_pack(imported, capsys, damage: str) -> None:
         _flip(store_dir, "evidence", key, len(raw) - 1)
         hurt = records
     else:  # the first trial's reference names frame 99 of its 20-frame pack
-        from casstore.trials.records import encode_stored, encode_trial_pack
         from casstore.trials.stored import job_record
+        from casstore.trials.stored_form import encode_stored, encode_trial_pack
 
         with Store(store_dir, create=False) as store:
             record = job_record(store.index, job)

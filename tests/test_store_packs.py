@@ -18,7 +18,8 @@ from casstore.errors import CorruptStoreError
 from casstore.store import Store
 from casstore.store.values import decode_value
 from casstore.trials import Jobs
-from casstore.trials.records import TrialRecord, encode_stored, encode_trial_pack
+from casstore.trials.records import TrialRecord
+from casstore.trials.stored_form import encode_stored, encode_trial_pack
 from tests.helpers import store_cli
 from tests.test_import import _index_items, _pack_records
 from tests.trials_builder import make_job, trial_json, trial_result, write_trial

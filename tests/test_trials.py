@@ -723,12 +723,8 @@ def test_attempt_patch_equals_encoding(attempt: int, before: int, fields: int, n
     and non-ASCII names), and decodes to it."""
     import msgspec
 
-    from casstore.trials.records import (
-        TrialRecord,
-        decode_stored,
-        encode_stored,
-        stored_with_attempt,
-    )
+    from casstore.trials.records import TrialRecord
+    from casstore.trials.stored_form import decode_stored, encode_stored, stored_with_attempt
 
     extra = {
         "trial_id": "id",

@@ -22,9 +22,10 @@ from casstore.table.columns import Kind, harbor_evals_key
 from casstore.trials.evidence import Evidence, encode_evidence_pack, entry_key, references
 from casstore.trials.files import OPEN_FLAGS, READ_SIZE, read_rest
 from casstore.trials.parse import parse_stored
-from casstore.trials.records import StoredTrialRecord, TrialRecord
+from casstore.trials.records import TrialRecord
 from casstore.trials.result import ResultUnreadable
 from casstore.trials.rules import agent_label, attempt_order, failure_code, flags
+from casstore.trials.stored_form import StoredTrialRecord
 
 __all__ = [
     "LABELS",

@@ -7,7 +7,8 @@ from typing import Any
 
 from casstore.table.columns import RewardTable
 from casstore.trials.merge import Packed
-from casstore.trials.records import JobRecord, TrialRecord, decode_stored
+from casstore.trials.records import JobRecord, TrialRecord
+from casstore.trials.stored_form import decode_stored
 
 __all__ = ["ImportedJob"]
 

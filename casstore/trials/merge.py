@@ -21,8 +21,8 @@ import numpy as np
 from casstore.table.columns import RewardTable
 from casstore.table.labels import first_seen, positions, renumber, union
 from casstore.trials.chunk import LABELS, Chunk
-from casstore.trials.records import StoredTrialRecord, stored_with_attempt
 from casstore.trials.rules import attempt_order, counts
+from casstore.trials.stored_form import StoredTrialRecord, stored_with_attempt
 
 __all__ = ["Packed", "merge"]
 

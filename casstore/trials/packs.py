@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from itertools import islice
 
 from casstore.store.index import Txn
-from casstore.trials.records import TrialRecord, encode_trial_pack
+from casstore.trials.records import TrialRecord
+from casstore.trials.stored_form import encode_trial_pack
 
 __all__ = [
     "TRIALS_PER_PACK",

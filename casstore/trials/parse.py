@@ -13,12 +13,7 @@ from typing import Any
 
 import msgspec
 
-from casstore.trials.records import (
-    REWARD_KEY_METADATA,
-    StepRecord,
-    StoredTrialRecord,
-    TrialRecord,
-)
+from casstore.trials.records import REWARD_KEY_METADATA, StepRecord, TrialRecord
 from casstore.trials.result import (
     DECODER,
     SURROGATE_ESCAPE,
@@ -29,6 +24,7 @@ from casstore.trials.result import (
     refuse_lone_surrogates,
 )
 from casstore.trials.rules import failure_code
+from casstore.trials.stored_form import StoredTrialRecord
 from casstore.trials.verdict import rewards_verdict
 
 __all__ = ["parse_result", "parse_stored"]

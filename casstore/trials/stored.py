@@ -32,13 +32,8 @@ from casstore.store.index import Index, Txn
 from casstore.store.values import decode
 from casstore.table.columns import RewardTable
 from casstore.trials.packs import job_packs, older_trials, sort_by_trial_name
-from casstore.trials.records import (
-    JobRecord,
-    TrialRecord,
-    decode_stored,
-    decode_trial_pack,
-    from_builtins,
-)
+from casstore.trials.records import JobRecord, TrialRecord, from_builtins
+from casstore.trials.stored_form import decode_stored, decode_trial_pack
 
 __all__ = [
     "TRIAL_DATABASES",

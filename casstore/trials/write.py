@@ -30,11 +30,11 @@ from casstore.trials.records import (
     ImportReport,
     JobRecord,
     TrialRecord,
-    encode_stored,
     label_record,
     record_reward_key,
 )
 from casstore.trials.stored import stored_trials
+from casstore.trials.stored_form import encode_stored
 from casstore.trials.table import assign_attempts, job_counts, table_from_records
 
 __all__ = ["put_dictionary", "put_evidence", "reserve_for", "store_job", "store_packed"]

@@ -1,0 +1,152 @@
+"""The stored form of a trial record: items of the store's ``trial_packs`` database (and of
+``trials`` in older schemas).
+
+A msgpack array of the :class:`~casstore.trials.records.TrialRecord` fields in order, without
+``job_id`` (the key's prefix), ``result_path`` relative to the job directory when it lies in
+it, and ``metadata`` without the primary-reward-key entry when it is the job's. Fields added to
+TrialRecord go last (an older array decodes with their defaults; a newer one's extra items are
+ignored). Stores of schema 1 hold msgpack maps of all the fields: they decode as before. A
+**trial pack** is the msgpack array of such records (:func:`encode_trial_pack`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import msgspec
+
+from casstore.trials.records import REWARD_KEY_METADATA, TrialRecord, from_builtins
+
+__all__ = [
+    "StoredTrialRecord",
+    "decode_stored",
+    "decode_trial_pack",
+    "encode_stored",
+    "encode_trial_pack",
+    "stored_with_attempt",
+]
+
+
+def _stored_struct() -> Any:
+    """The msgspec type of the stored array: TrialRecord's fields after ``job_id``."""
+    spec: list[tuple[Any, ...]] = []
+    for field in msgspec.structs.fields(TrialRecord)[1:]:
+        if field.default_factory is not msgspec.NODEFAULT:
+            default = msgspec.field(default_factory=field.default_factory)
+            spec.append((field.name, field.type, default))
+        elif field.default is not msgspec.NODEFAULT:
+            spec.append((field.name, field.type, field.default))
+        else:
+            spec.append((field.name, field.type))
+    return msgspec.defstruct("StoredTrialRecord", spec, array_like=True, gc=False)
+
+
+_FIELDS = TrialRecord.__struct_fields__
+_RESULT_PATH = _FIELDS.index("result_path")
+if _FIELDS[-2:] != ("result_path", "metadata") or _FIELDS[3] != "attempt":  # pragma: no cover
+    raise ImportError("TrialRecord's fields changed: update the stored form")
+StoredTrialRecord = _stored_struct()
+"""A :class:`TrialRecord` in the stored form: its fields after ``job_id``, encoded as an array
+(``result_path`` and ``metadata`` as :func:`encode_stored` leaves them)."""
+_STORED_DECODER = msgspec.msgpack.Decoder(StoredTrialRecord)
+_STORED_ENCODER = msgspec.msgpack.Encoder()
+_astuple = msgspec.structs.astuple
+_NO_METADATA: dict[str, str] = {}  # encoded only, never handed out
+
+
+def encode_stored(record: TrialRecord, job_path: str | None, reward_key: str) -> bytes:
+    """``record`` as the store keeps it (see above) for a job at ``job_path`` (absolute, or
+    None) whose primary reward key is ``reward_key``."""
+    metadata = record.metadata
+    if metadata.get(REWARD_KEY_METADATA) == reward_key:
+        if len(metadata) == 1:  # the usual case
+            metadata = _NO_METADATA
+        else:
+            metadata = {k: v for k, v in metadata.items() if k != REWARD_KEY_METADATA}
+    path = record.result_path
+    if path and job_path and path.startswith(job_path):
+        start = len(job_path) + 1
+        if path[start - 1 : start] == "/":
+            path = path[start:]
+    # a concatenation: cheaper than unpacking into a new tuple
+    return _STORED_ENCODER.encode(_astuple(record)[1:_RESULT_PATH] + (path, metadata))  # noqa: RUF005
+
+
+def decode_stored(data: bytes, job_id: str, job_path: str | None, reward_key: str) -> TrialRecord:
+    """Inverse of :func:`encode_stored` (a schema-1 map too). A relative ``result_path`` (this
+    form, or one typed relative by an early import) names ``<trial dir>/result.json`` under
+    ``job_path``. Raises ``msgspec.DecodeError``/``ValidationError`` on a bad value."""
+    if 0x80 <= data[0] <= 0x8F or data[0] in (0xDE, 0xDF):  # a map: schema 1
+        record = from_builtins(msgspec.msgpack.decode(data), TrialRecord)
+    else:
+        record = TrialRecord(job_id, *_astuple(_STORED_DECODER.decode(data)))
+    return _completed(record, job_path, reward_key)
+
+
+def encode_trial_pack(records: list[bytes]) -> bytes:
+    """A trial pack (a value of the ``trial_packs`` database): the msgpack array of
+    ``records``, each already in the stored form (:func:`encode_stored`), written as the
+    array header and their concatenation (nothing re-encoded)."""
+    n = len(records)
+    if n < 16:
+        head = bytes((0x90 | n,))
+    elif n < 1 << 16:
+        head = b"\xdc" + n.to_bytes(2, "big")
+    else:
+        head = b"\xdd" + n.to_bytes(4, "big")
+    return head + b"".join(records)
+
+
+def decode_trial_pack(
+    data: bytes, job_id: str, job_path: str | None, reward_key: str
+) -> list[TrialRecord]:
+    """Inverse of :func:`encode_trial_pack`: the pack's records as :func:`decode_stored` gives each.
+    Raises ``msgspec.DecodeError``/``ValidationError`` on a bad value."""
+    return [
+        _completed(TrialRecord(job_id, *_astuple(stored)), job_path, reward_key)
+        for stored in _PACK_DECODER.decode(data)
+    ]
+
+
+_PACK_DECODER = msgspec.msgpack.Decoder(list[StoredTrialRecord])  # type: ignore[valid-type]
+
+
+def _completed(record: TrialRecord, job_path: str | None, reward_key: str) -> TrialRecord:
+    """A decoded record with an absolute ``result_path`` and the reward-key metadata."""
+    path = record.result_path
+    if path and job_path and not os.path.isabs(path):
+        trial_dir = os.path.basename(os.path.dirname(path))
+        record.result_path = os.path.join(job_path, trial_dir, "result.json")
+    if REWARD_KEY_METADATA not in record.metadata:
+        record.metadata = {**record.metadata, REWARD_KEY_METADATA: reward_key}
+    return record
+
+
+def _skip_str(data: bytes, at: int) -> int:
+    """The offset after the msgpack str starting at ``at``."""
+    first = data[at]
+    if 0xA0 <= first <= 0xBF:  # fixstr
+        return at + 1 + (first & 0x1F)
+    width = {0xD9: 1, 0xDA: 2, 0xDB: 4}[first]
+    return at + 1 + width + int.from_bytes(data[at + 1 : at + 1 + width], "big")
+
+
+def _skip_uint(data: bytes, at: int) -> tuple[int, int]:
+    """``(value, offset after it)`` of the msgpack unsigned int starting at ``at``."""
+    first = data[at]
+    if first < 0x80:  # positive fixint
+        return first, at + 1
+    width = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}[first]
+    return int.from_bytes(data[at + 1 : at + 1 + width], "big"), at + 1 + width
+
+
+def stored_with_attempt(data: bytes, attempt: int) -> bytes:
+    """A record in the stored form (:func:`encode_stored`) with ``attempt`` instead of its own:
+    the array's third item, after ``trial_name`` and ``task_name``."""
+    head = {0xDC: 3, 0xDD: 5}.get(data[0], 1)  # array16, array32, fixarray
+    split = _skip_str(data, _skip_str(data, head))
+    current, end = _skip_uint(data, split)
+    if current == attempt:
+        return data
+    return b"".join((data[:split], _STORED_ENCODER.encode(attempt), data[end:]))
