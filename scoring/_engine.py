@@ -263,7 +263,9 @@ def score(
     return report
 
 
-def _lookup(report: ScoreReport, metrics: Sequence[str | Path]):
+def _lookup(
+    report: ScoreReport, metrics: Sequence[str | Path]
+) -> Callable[[Signal], tuple[bool, float | None]]:
     names = [metric_name(spec) for spec in metrics]
 
     def lookup(signal: Signal) -> tuple[bool, float | None]:
