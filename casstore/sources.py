@@ -25,7 +25,7 @@ them; :func:`taskset_views` returns the views declared by the taskset's task rev
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -137,7 +137,7 @@ class _TrialSources:
     def __init__(self) -> None:
         self._seen: dict[str, list[tuple[str, Sequence[str]]]] = {}
 
-    def add(self, source: str, by_job: dict[str, Sequence[str]], *, unique: bool = True) -> None:
+    def add(self, source: str, by_job: Mapping[str, Sequence[str]], *, unique: bool = True) -> None:
         """Record the trials ``source`` gives (``{job id: trial names}``); ScoringError naming
         a trial given twice and both of its sources."""
         for job, names in by_job.items():

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from casstore.table.columns import RewardTable
 from scoring._cells import CellRows
@@ -92,7 +94,7 @@ def _row_words(
         for w, lookup in enumerate(tables):
             if lookup.any():
                 part = lookup[code]
-                words[w] = part if words[w] is None else words[w] + part  # type: ignore[operator]
+                words[w] = part if words[w] is None else words[w] + part
     return words
 
 
@@ -101,7 +103,7 @@ def _chunk_code(
 ) -> np.ndarray:
     """Every row's code for chunk ``number`` of the secondaries (see the module docstring)."""
     if number == 0:
-        code = rules.code.astype(np.uint16 if keys else np.uint8)
+        code: NDArray[np.unsignedinteger[Any]] = rules.code.astype(np.uint16 if keys else np.uint8)
         code |= (table.primary >= threshold).view(np.uint8) << np.uint8(6)
         base = _PRIMARY_BITS
     else:

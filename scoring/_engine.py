@@ -102,11 +102,11 @@ def _block(
     }
 
 
-def _quiet[T](function: Callable[..., T], *args: Any) -> T:
-    """``function(*args)`` with overflow and invalid-value warnings off (NumPy's error state
-    is per thread: a pool thread does not inherit the caller's)."""
+def _quiet[T](function: Callable[[], T]) -> T:
+    """``function()`` with overflow and invalid-value warnings off (NumPy's error state is
+    per thread: a pool thread does not inherit the caller's)."""
     with np.errstate(over="ignore", invalid="ignore"):
-        return function(*args)
+        return function()
 
 
 def summarize(
@@ -138,7 +138,7 @@ def summarize(
         _check_ks(ks) if ks is not None else default_ks(int(attempts.max()) if attempts.size else 0)
     )
     group_args = (partials, group_fields, per_cell, task_of, expected, outputs, ks)
-    pending = pool.submit(_quiet, _groups, *group_args) if pool is not None else None
+    pending = pool.submit(_quiet, lambda: _groups(*group_args)) if pool is not None else None
     overall = Block(**_block(attempts, successes, status, measured, sums, expected, outputs, ks))
     tasks = TaskTable(
         names=partials.labels["task"],
@@ -263,7 +263,9 @@ def score(
     return report
 
 
-def _lookup(report: ScoreReport, metrics: Sequence[str | Path]):
+def _lookup(
+    report: ScoreReport, metrics: Sequence[str | Path]
+) -> Callable[[Signal], tuple[bool, float | None]]:
     names = [metric_name(spec) for spec in metrics]
 
     def lookup(signal: Signal) -> tuple[bool, float | None]:

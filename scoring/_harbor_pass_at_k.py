@@ -66,8 +66,8 @@ def _counts_in_task_order(
     code = rewards.bins * tasks + rewards.task
     size = (groups + 1) * tasks
     n = np.bincount(code, minlength=size)[: groups * tasks].reshape(groups, tasks)
-    c = np.bincount(code, weights=single, minlength=size)[: groups * tasks]
-    c = c.astype(np.int64).reshape(groups, tasks)
+    sums = np.bincount(code, weights=single, minlength=size)[: groups * tasks]
+    c = sums.astype(np.int64).reshape(groups, tasks)
     for g in np.flatnonzero(~bad).tolist():
         used = n[g] > 0
         yield g, n[g][used], c[g][used]

@@ -29,6 +29,7 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from casstore.table.columns import Flag, Kind, RewardTable
 from scoring._exact_sum import ExactSums, exact_bin_sums, integral
@@ -68,7 +69,9 @@ class HarborRewards:
         valid = (table.flags & Flag.INVALID) == 0
         none = (table.flags & Flag.NO_VERIFIER) != 0
         codes, keys = table.harbor_evals()
-        held = np.bincount(codes, weights=valid, minlength=len(keys)) if len(table) else []
+        held: NDArray[np.float64] | list[float] = (
+            np.bincount(codes, weights=valid, minlength=len(keys)) if len(table) else []
+        )
         names = sorted({keys[code] for code in np.flatnonzero(held).tolist()})
         if len(names) <= 1:
             group = np.zeros(len(table), dtype=np.int64)
@@ -181,8 +184,9 @@ class HarborRewards:
             return None
         width = 1 << (n_out + 1)
         size = (len(self.evals_keys) + 1) * width
-        dtype = np.uint16 if size <= 1 << 16 else np.int64  # narrow: half the memory traffic
-        code = self.bins.astype(dtype) << dtype(n_out + 1)
+        # narrow: half the memory traffic
+        dtype: type[np.integer[Any]] = np.uint16 if size <= 1 << 16 else np.int64
+        code: NDArray[np.integer[Any]] = self.bins.astype(dtype) << dtype(n_out + 1)
         code |= self.scored.view(np.uint8).astype(dtype) << dtype(n_out)
         for o in range(n_out):
             code |= self.present_of(o).view(np.uint8).astype(dtype) << dtype(o)

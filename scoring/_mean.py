@@ -14,12 +14,24 @@ emitted values.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 
 from scoring._stderr import ci95, cluster_mean_stderr
 
 __all__ = ["OutputStats", "output_stats", "within_task_stderr"]
+
+
+class _OutputJson(TypedDict):
+    """The JSON object of one output (:meth:`OutputStats.to_json`)."""
+
+    mean: float | None
+    measured: int
+    attempts: int
+    coverage: float | None
+    stderr: float | None
+    ci95: list[float] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +48,7 @@ class OutputStats:
         """``measured / attempts``; None when no attempt expects the output."""
         return self.measured / self.attempts if self.attempts else None
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> _OutputJson:
         """The output's JSON object (with its 95% interval)."""
         return {
             "mean": self.mean,

@@ -234,8 +234,8 @@ def _rollup(labels: list[str], column: np.ndarray) -> dict[str, int]:
         found = int(np.count_nonzero(column))
         return {labels[1]: found} if found else {}
     counts = np.bincount(column, minlength=len(labels))
-    found = {labels[i]: int(counts[i]) for i in np.flatnonzero(counts) if labels[i]}
-    return dict(sorted(found.items()))
+    named = {labels[i]: int(counts[i]) for i in np.flatnonzero(counts) if labels[i]}
+    return dict(sorted(named.items()))
 
 
 def _add_counters(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:

@@ -329,15 +329,16 @@ def _diagnostics(rules: Attempts) -> Diagnostics:
         output_parts.append(output)
         code_parts.append(code)
     scoreable = rules.scoreable
-    expected = rules.expected if len(table.keys) else None
-    for j in range(len(table.keys)):
-        rows = np.flatnonzero(scoreable & ~rules.emitted_of(j))
-        rows = rows[expected[table.task[rows], j]]
-        if not rows.size:
-            continue
-        rows_parts.append(rows)
-        output_parts.append(np.full(rows.size, 1 + j, dtype=np.int32))
-        code_parts.append(SECONDARY_DIAGNOSTIC[rules.secondary[rows, j]])
+    if len(table.keys):
+        expected = rules.expected
+        for j in range(len(table.keys)):
+            rows = np.flatnonzero(scoreable & ~rules.emitted_of(j))
+            rows = rows[expected[table.task[rows], j]]
+            if not rows.size:
+                continue
+            rows_parts.append(rows)
+            output_parts.append(np.full(rows.size, 1 + j, dtype=np.int32))
+            code_parts.append(SECONDARY_DIAGNOSTIC[rules.secondary[rows, j]])
     if not rows_parts:
         return Diagnostics(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(0, np.int32))
     rows, output, code = (np.concatenate(parts) for parts in (rows_parts, output_parts, code_parts))

@@ -22,7 +22,7 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import BinaryIO, Literal, Protocol
+from typing import Literal, Protocol
 
 import zstandard
 from isal.isal_zlib import crc32  # ISA-L: zlib's CRC-32 at ~6x its speed
@@ -54,6 +54,13 @@ _WINDOW = 1 << 15
 _MAX_ZSTD_WINDOW = 1 << 27
 
 Write = Callable[[bytes | bytearray], object]
+
+
+class _Source(Protocol):
+    """What a decoder reads the compressed stream from: a binary file, or anything with its
+    ``read(size)``."""
+
+    def read(self, size: int, /) -> bytes: ...
 
 
 class Encoder(Protocol):
@@ -114,8 +121,11 @@ class _ZstdEncoder:
 
 
 def _deflate(block: bytes | bytearray, dictionary: bytes, last: bool) -> bytes:
-    options = {"zdict": dictionary} if dictionary else {}
-    compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -15, 8, **options)
+    compressor = (
+        zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -15, 8, zdict=dictionary)
+        if dictionary
+        else zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -15, 8)
+    )
     out = compressor.compress(block)
     return out + compressor.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
 
@@ -184,7 +194,7 @@ def detect(head: bytes) -> Compression:
     raise CorruptArchiveError(None, "not an archive (neither gzip, zstd nor POSIX tar)")
 
 
-def decode(compression: Compression, source: BinaryIO) -> Iterator[bytes]:
+def decode(compression: Compression, source: _Source) -> Iterator[bytes]:
     """Yield the uncompressed stream of ``source`` in pieces of at most ``STREAM_BLOCK`` bytes.
 
     Raises :class:`CorruptArchiveError` for a truncated or damaged stream, a bad checksum or
@@ -197,7 +207,7 @@ def decode(compression: Compression, source: BinaryIO) -> Iterator[bytes]:
     return iter(lambda: source.read(STREAM_BLOCK), b"")
 
 
-def _gunzip(source: BinaryIO) -> Iterator[bytes]:
+def _gunzip(source: _Source) -> Iterator[bytes]:
     header = source.read(len(GZIP_HEADER))
     if header != GZIP_HEADER:
         raise NotCanonicalError(
@@ -233,11 +243,12 @@ def _check_gzip_trailer(trailer: bytes, crc: int, size: int) -> None:
         raise CorruptArchiveError(None, "gzip length does not match the data")
 
 
-def _unzstd(source: BinaryIO) -> Iterator[bytes]:
+def _unzstd(source: _Source) -> Iterator[bytes]:
     tracker = _ZstdFrameEnd(source)
     reader = zstandard.ZstdDecompressor(max_window_size=_MAX_ZSTD_WINDOW)
     try:
-        yield from reader.read_to_iter(tracker, read_size=STREAM_BLOCK, write_size=STREAM_BLOCK)
+        # zstandard's stub wants IO[bytes]; any object with read(size) is accepted
+        yield from reader.read_to_iter(tracker, read_size=STREAM_BLOCK, write_size=STREAM_BLOCK)  # type: ignore[arg-type]
     except zstandard.ZstdError as error:
         raise CorruptArchiveError(None, f"zstd stream is damaged: {error}") from error
     while tracker.read(STREAM_BLOCK):
@@ -254,7 +265,7 @@ class _ZstdFrameEnd:
     """Reads through ``source`` and follows the zstd frame's block headers as the bytes pass,
     so that ``end`` (the frame's length) is known without seeking or buffering payloads."""
 
-    def __init__(self, source: BinaryIO) -> None:
+    def __init__(self, source: _Source) -> None:
         self._source = source
         self._buffer = bytearray()
         self._base = 0  # stream offset of _buffer[0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from casstore.archive.compress import decode, detect
 from casstore.archive.extract import Extractor
@@ -91,7 +92,7 @@ def _expected(expect: Digest | str | None) -> Digest | None:
 class _HashingFile:
     """The archive file as read: every byte hashed (the address), counted and bounded."""
 
-    def __init__(self, handle, limits: Limits) -> None:
+    def __init__(self, handle: BinaryIO, limits: Limits) -> None:
         self._handle = handle
         self.bytes = ArchiveBytes(limits)
 

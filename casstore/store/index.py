@@ -30,7 +30,7 @@ import operator
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import lmdb
 
@@ -123,7 +123,7 @@ class Txn:
         items = sorted(items, key=_FIRST)
         cursor = self._txn.cursor(db=self._dbs[db])
         try:
-            if not cursor.last() or cursor.key() < items[0][0]:
+            if not cursor.last() or (_copies(cursor) and cursor.key() < items[0][0]):
                 _, added = cursor.putmulti(items, overwrite=overwrite, append=True)
                 if added == len(items):
                     return
@@ -148,6 +148,8 @@ class Txn:
         start = prefix.encode()
         if not cursor.set_range(start):
             return
+        if not _copies(cursor):
+            raise TypeError("raw_items needs a transaction begun without buffers")
         for key, raw in cursor:
             if not key.startswith(start):
                 return
@@ -156,6 +158,12 @@ class Txn:
     def count(self, db: str) -> int:
         """Number of entries in ``db``."""
         return self._txn.stat(self._dbs[db])["entries"]
+
+
+def _copies(cursor: lmdb.Cursor) -> TypeGuard[lmdb.Cursor[bytes]]:
+    """Whether the positioned ``cursor`` gives copies (bytes), not views into the map (a
+    transaction begun with ``buffers``): checked on its current key."""
+    return isinstance(cursor.key(), bytes)
 
 
 def _key(key: str | bytes) -> bytes:
@@ -299,7 +307,12 @@ class Index:
         values; never to be kept beyond ``body``)."""
         while True:
             try:
-                with self.env.begin(write=False, buffers=buffers) as txn:
+                begun = (
+                    self.env.begin(write=False, buffers=True)
+                    if buffers
+                    else self.env.begin(write=False)
+                )
+                with begun as txn:
                     return body(Txn(txn, self.dbs))
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)

@@ -59,8 +59,12 @@ def concat_tables(tables: Sequence[RewardTable]) -> RewardTable:
         kinds=kinds,
         jobs=union((t.jobs for t in tables), first=None),
         evals_keys=evals_keys,
+        agents=labels["agents"],
+        models=labels["models"],
+        datasets=labels["datasets"],
+        exceptions=labels["exceptions"],
+        failures=labels["failures"],
         **{name: np.concatenate(parts).astype(np.int32) for name, parts in columns.items()},
-        **labels,
     )
     merged.validate()
     return merged

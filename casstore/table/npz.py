@@ -193,10 +193,8 @@ def read_npz(
     members = stored_members(data)
     if members is None or not set(required) <= set(members) <= {*required, *optional}:
         with np.load(io.BytesIO(data), allow_pickle=False) as loaded:
-            columns = {name: loaded[name] for name in loaded.files}
-        return {
-            name: column.tolist() if name in names else column for name, column in columns.items()
-        }
+            arrays = {name: loaded[name] for name in loaded.files}
+        return {name: array.tolist() if name in names else array for name, array in arrays.items()}
     columns: dict[str, Any] = {}
     eager: list[Callable[[], None]] = []
     for name, (body, crc) in members.items():

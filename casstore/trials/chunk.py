@@ -315,8 +315,8 @@ def _combination_columns(firsts: list[Any], reward_key: str) -> tuple[Any, ...]:
                     primary_kinds.append(kind)
                 else:
                     secondary.append((k, key, value, kind))
-        for labels, codes, label in zip(label_maps, code_lists, row_labels(r), strict=True):
-            codes.append(labels.setdefault(label, len(labels)))
+        for label_map, code_list, label in zip(label_maps, code_lists, row_labels(r), strict=True):
+            code_list.append(label_map.setdefault(label, len(label_map)))
     m = len(firsts)
     primary = np.full(m, math.nan, np.float64)
     primary_kind = np.zeros(m, np.int8)

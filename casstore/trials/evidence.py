@@ -60,7 +60,8 @@ def train(samples: list[bytes]) -> bytes | None:
     total = sum(len(s) for s in samples)
     size = max(4096, min(65536, total // 32))
     try:
-        return zstandard.train_dictionary(size, samples).as_bytes()
+        # zstandard's stub takes an invariant List[ByteString]; any list of bytes is accepted
+        return zstandard.train_dictionary(size, samples).as_bytes()  # type: ignore[arg-type]
     except zstandard.ZstdError:
         return None
 
@@ -87,10 +88,12 @@ class Evidence:
         if len(items) < 2:
             return [self._compressor.compress(d) for d in items]
         try:
-            frames = self._compressor.multi_compress_to_buffer(items, threads=0)
+            # zstandard's stub takes an invariant List[ByteString]; any list of bytes is accepted
+            frames = self._compressor.multi_compress_to_buffer(items, threads=0)  # type: ignore[arg-type]
         except (AttributeError, NotImplementedError):  # pragma: no cover - cffi backend
             return [self._compressor.compress(d) for d in items]
-        return [bytes(frame) for frame in frames]
+        # indexed (the collection has no __iter__): also faster than iterating it
+        return [frames[i].tobytes() for i in range(len(frames))]
 
 
 def decompress(blob: bytes, dictionary: bytes | None) -> bytes:
@@ -116,7 +119,7 @@ def encode_entry(dictionary: str | None, blob: bytes, size: int) -> bytes:
     return _ENCODE(_Entry(dictionary, blob, size))
 
 
-def entry_key(entry: bytes) -> str:
+def entry_key(entry: bytes | memoryview) -> str:
     """The ``evidence`` database key of an encoded entry: ``sha256:<hex>`` of its bytes."""
     return str(Digest.of(entry))
 

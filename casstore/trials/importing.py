@@ -115,8 +115,8 @@ def _import_dir(
     dictionary = None
     if existing_record is not None:
         skip = set(existing_record.trial_names)
-        if existing_record.dictionary:
-            dictionary = index.read(lambda txn: txn.get("zstd_dicts", existing_record.dictionary))
+        if dict_id := existing_record.dictionary:
+            dictionary = index.read(lambda txn: txn.get("zstd_dicts", dict_id))
     advance = progress.advance if progress is not None else None
     # a new job's trials are written while the rest is parsed (one write transaction)
     stream = JobStream(index, job_id) if existing_record is None else None

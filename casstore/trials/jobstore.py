@@ -8,6 +8,7 @@ describes the databases) and :mod:`casstore.trials.stored_evidence`.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -50,7 +51,7 @@ class Jobs:
         """The stored reward table of a job (id or name); UnknownReferenceError if none."""
         return stored.reward_table(self.store.index, job)
 
-    def trial_records(self, job: str) -> list[TrialRecord]:
+    def trial_records(self, job: str) -> builtins.list[TrialRecord]:
         """The trial records of a job (id or name), by trial name."""
         return stored.trial_records(self.store.index, job)
 

@@ -9,8 +9,6 @@ surrogate makes it unreadable), its reward mapping judged by Harbor's own model
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from casstore.trials.records import REWARD_KEY_METADATA, StepRecord, TrialRecord
@@ -65,9 +63,29 @@ def parse_stored(
     return StoredTrialRecord(*_fields(data, evidence, evidence_dict, result_path))
 
 
+type _Fields = tuple[
+    # trial_name, task_name, attempt, trial_id, source
+    str, str, int, str | None, str | None,
+    # agent_name, agent_version, model_name, model_provider
+    str, str, str | None, str | None,
+    # rewards, kinds, has_verifier, valid, reason
+    dict[str, float | int] | None, dict[str, int], bool, bool, str | None,
+    # exception_type, exception_message, exception_at, failure, started_at, finished_at
+    str | None, str | None, str | None, str | None, str | None, str | None,
+    # environment_setup, agent_setup, agent_execution, verifier
+    tuple[str | None, str | None] | None, tuple[str | None, str | None] | None,
+    tuple[str | None, str | None] | None, tuple[str | None, str | None] | None,
+    # n_input_tokens, n_cache_tokens, n_output_tokens, cost_usd
+    int | None, int | None, int | None, float | None,
+    # steps, evidence, evidence_bytes, evidence_dict, result_path
+    list[StepRecord] | None, str | None, int, str | None, str | None,
+]  # fmt: skip
+"""The :class:`TrialRecord` fields from ``trial_name`` to ``result_path``, in order."""
+
+
 def _fields(
     data: bytes, evidence: str | None, evidence_dict: str | None, result_path: str | None
-) -> tuple[Any, ...]:
+) -> _Fields:
     """The :class:`TrialRecord` fields of ``data`` from ``trial_name`` to ``result_path``, in
     order (see :func:`parse_result`). Written inline: a helper call per file costs."""
     # a backslash (92, memchr), then a surrogate escape from the first one (they come late)

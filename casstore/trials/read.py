@@ -238,7 +238,7 @@ def _diagnostics(
     codes: Counter[str] = Counter()
     if unreadable := trials.unreadable:
         codes[FailureCode.RESULT_UNREADABLE] = len(unreadable)
-        code = FailureCode.RESULT_UNREADABLE
+        code: FailureCode | Diagnostic = FailureCode.RESULT_UNREADABLE
         diagnostics.append({"code": code, "count": len(unreadable), "trials": unreadable})
     if duplicates := trials.duplicates:
         code = Diagnostic.DUPLICATE_TRIAL_NAME
