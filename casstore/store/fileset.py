@@ -25,7 +25,6 @@ from casstore.archive.scan import SourceTree
 from casstore.digest import Digest
 from casstore.errors import CheckError, SourceChangedError, StoreError, UsageError
 from casstore.names import check_name, check_prefix
-from casstore.store.index import fsync_dir
 from casstore.store.records import TaskRevision
 
 __all__ = [
@@ -149,7 +148,7 @@ class Filesets:
             final = self.path_of(ref)
             final.parent.mkdir(exist_ok=True)
             written, repaired = _place(Path(temporary), final, result, limits)
-            fsync_dir(final.parent)
+            _fsync_dir(final.parent)
         finally:
             Path(temporary).unlink(missing_ok=True)
         verified = _read_back(final, result, limits)
@@ -223,3 +222,12 @@ def _verifies(path: Path, address: Digest | str, content: Digest | str, limits: 
     except (CheckError, UsageError, OSError):
         return False
     return str(verified.content_digest) == str(content)
+
+
+def _fsync_dir(path: Path) -> None:
+    """fsync a directory so a rename or link inside it is durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

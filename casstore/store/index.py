@@ -27,7 +27,6 @@ file truncated below the pages LMDB has written would otherwise end the process 
 from __future__ import annotations
 
 import operator
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeGuard, TypeVar
@@ -44,7 +43,6 @@ __all__ = [
     "Txn",
     "WriteTxn",
     "check_data_file",
-    "fsync_dir",
 ]
 
 SCHEMA_VERSION = 3
@@ -402,12 +400,3 @@ def check_data_file(env: lmdb.Environment, data: Path) -> None:
         need = pages * page
         rule = f"data.mdb is {size} bytes, the index needs {need} ({pages} pages of {page})"
         raise CorruptStoreError(str(data), rule)
-
-
-def fsync_dir(path: Path) -> None:
-    """fsync a directory so a rename or link inside it is durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
