@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from casstore.table.codes import FailureCode
-from casstore.table.columns import Kind, RewardTable
+from casstore.table.columns import Flag, Kind, RewardTable
 
 __all__ = [
     "CODE_NAMES",
@@ -163,7 +163,10 @@ class Diagnostics:
 # ``Kind.INTEGER`` is read as NUMBER (the rules do not tell ints from floats: only Harbor's
 # Sum/Min/Max do); any other kind outside 0..3 as NONFINITE: present, not a number.
 PRIMARY_CODES = 64
-_EXCEPTION, _NO_VERIFIER, _INVALID, _FINITE = 1, 2, 4, 32
+_EXCEPTION, _NO_VERIFIER, _INVALID = int(Flag.EXCEPTION), int(Flag.NO_VERIFIER), int(Flag.INVALID)
+_FINITE = 32
+if _EXCEPTION | _NO_VERIFIER | _INVALID != 7:  # pragma: no cover - the code layout above
+    raise ImportError("Flag bits changed: update the per-row codes")
 USABLE_MASK, USABLE_CODE = 0b111110, 0b101000  # valid, verifier, NUMBER, finite
 EMITTED_CODE = Kind.NUMBER | 4  # a secondary code: NUMBER and finite
 
