@@ -113,7 +113,7 @@ def _json(directory, archive, published, pinned, checkout, imported, report, sec
         "store": str(directory / "store"),
         "archive": archive,
         "published": [result.to_json() for result in published],
-        "taskset": pinned.model_dump(),
+        "taskset": {**pinned.to_json(), "reused": pinned.reused},
         "checkout": checkout.model_dump(),
         "import": imported.to_json(),
         "rescore": report.to_json(tasks=False),

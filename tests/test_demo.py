@@ -30,6 +30,7 @@ def test_demo_runs_the_whole_path_and_reuses_on_rerun(tmp_path, capsys):
     assert all(p["reused"] for p in again["published"])
     assert again["taskset"]["revision"] == first["taskset"]["revision"]
     assert again["taskset"]["reused"] is True
+    assert list(again["taskset"]) == ["id", "revision", "tasks", "reused"]
     assert again["archive"]["address"] == first["archive"]["address"]
     assert again["import"]["imported"] == 0
     assert again["rescore"]["outputs"] == first["rescore"]["outputs"]

@@ -81,6 +81,16 @@ def test_json_is_byte_identical(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     assert {key: _sha(text.encode()) for key, text in printed.items()} == JSON
 
 
+def test_verifier_files_are_byte_identical(tmp_path: Path) -> None:
+    """``casstore verifier init`` copies the runner and helpers into a task: their bytes are
+    part of the task's address, so they must not change with a refactor."""
+    from casstore.verifier.init import vendor
+
+    (tmp_path / "tests").mkdir()
+    written = vendor(tmp_path / "tests" / ".ng")
+    assert {str(p.relative_to(tmp_path)): _sha(p.read_bytes()) for p in written} == VERIFIER
+
+
 def test_archives_are_byte_identical() -> None:
     assert _sha(repr(sorted(_archives().items())).encode()) == ARCHIVES
 
@@ -116,6 +126,12 @@ STORED_DATABASES = (
     "zstd_dicts",
 )
 
+VERIFIER = {
+    "tests/.ng/run_verifier.py": "ef0efb0e8d78ea71c4bc96d04b6c3403b77378f587180a15b2b26a616aa4a855",
+    "tests/.ng/helpers/casstore_verify/__init__.py": (
+        "436ae9dfd6f60f713ed4a9fed3cddb3a8524ed4a3b515d11f0bcac5f1b7b413a"
+    ),
+}
 ARCHIVES = "196f22fbcded33a8b8fb62511a65d89835097d137879826fa6786b78a63f3b7d"
 JSON = {
     "import dir": "43958dffd7435639c8d51bd4e408dc525d61884cfd4eef1baa81784ee16129cd",

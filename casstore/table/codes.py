@@ -26,10 +26,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 
-__all__ = ["FailureCode", "ordered_counts"]
+__all__ = ["FailureCode", "NamedCode", "ordered_counts"]
 
 
-class FailureCode(StrEnum):
+class NamedCode(StrEnum):
+    """A code whose value is its JSON name, and which reads as that name everywhere: ``str``,
+    f-strings, JSON and ``repr`` (a report's dict of codes prints as it did with plain
+    strings). The base of :class:`FailureCode` and of the import's diagnostic codes."""
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class FailureCode(NamedCode):
     """A failure code (see the module docstring); its value is the JSON name."""
 
     REWARD_MAPPING_INVALID = "reward_mapping_invalid"

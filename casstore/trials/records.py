@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from enum import StrEnum
 from typing import Any
 
 import msgspec
 
+from casstore.table.codes import NamedCode
 from casstore.table.columns import RewardTable
 from casstore.trials.rules import agent_label
 
@@ -57,7 +57,7 @@ def job_id_problem(job_id: str) -> str | None:
     return None
 
 
-class Diagnostic(StrEnum):
+class Diagnostic(NamedCode):
     """The codes of a job's diagnostics that are not failure codes (those are
     :class:`~casstore.table.codes.FailureCode`); the value is the JSON name."""
 

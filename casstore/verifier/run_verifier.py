@@ -66,11 +66,7 @@ class ContractError(Exception):
 
 
 class VerifyRaised(Exception):
-    """``verify`` raised ``error`` (also the ``__cause__``; exit status 1)."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__("verify raised")
-        self.error = error
+    """``verify`` raised; ``__cause__`` is its exception (exit status 1)."""
 
 
 def place_on_path(folders: list[Path] | tuple[Path, ...]) -> None:
@@ -210,7 +206,7 @@ def call_verify(verify: Any, positional: list[Any], keywords: dict[str, Any]) ->
         if inspect.isawaitable(result):
             result = asyncio.run(_awaited(result))
     except (Exception, SystemExit) as error:
-        raise VerifyRaised(error) from error
+        raise VerifyRaised("verify raised") from error
     return result
 
 
@@ -379,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         written = run(arguments)
     except VerifyRaised as raised:
-        error = raised.error
+        error = raised.__cause__
         detail = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         return _failed(arguments, EXIT_VERIFY_RAISED, f"verify raised:\n{detail.rstrip()}")
     except ContractError as error:
