@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -64,15 +65,29 @@ app.add_typer(verifier_app, name="verifier")
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default ``sys.argv[1:]``); exit with its status. SIGTERM and
     SIGHUP (a closed terminal or SSH session) unwind like an interrupt (status 143, 129), so
-    no temporary file is left behind."""
+    no temporary file is left behind; warnings print as one ``casstore:`` line."""
     signal.signal(signal.SIGTERM, _terminated)
     signal.signal(signal.SIGHUP, _terminated)
+    warnings.showwarning = _warning_line
     code = run(argv)
     sys.exit(code)
 
 
 def _terminated(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
+
+
+def _warning_line(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: object = None,
+    line: str | None = None,
+) -> None:
+    """A warning (e.g. a skipped ``task_template``) as one line ``casstore: <message>`` on
+    stderr, as errors are printed (not Python's two lines naming a source line)."""
+    sys.stderr.write(f"casstore: {printable(str(message))}\n")
 
 
 def run(argv: list[str] | None = None) -> int:

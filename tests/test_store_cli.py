@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from casstore.archive.discover import discover
 from cli.main import run
-from tests.helpers import store_cli
+from tests.helpers import make_task, store_cli
 from tests.test_discovery import FIXTURES, write_task
 
 
@@ -247,3 +250,19 @@ def test_real_suite_cli_roundtrip(tmp_path: Path, capsys) -> None:
     code, result, _ = store_cli(capsys, store, "checkout", "tb", str(tmp_path / "out"), "--json")
     assert code == 0 and len(result["tasks"]) == len(items)
     assert store_cli(capsys, store, "fsck")[0] == 0
+
+
+def test_a_warning_is_one_casstore_line(tmp_path: Path) -> None:
+    """The console script prints a skipped ``task_template`` as one ``casstore:`` line on
+    stderr (not Python's two-line warning naming a source line), and publishes the rest."""
+    data = tmp_path / "data"
+    make_task(data, "a")
+    make_task(data, "task_template")
+    casstore = Path(sys.executable).with_name("casstore")
+    done = subprocess.run(
+        [str(casstore), "--store", str(tmp_path / "store"), "publish", str(data), "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 and [r["name"] for r in json.loads(done.stdout)] == ["a"]
+    assert done.stderr == f"casstore: {data / 'task_template'}: skipped (task template)\n"
