@@ -51,7 +51,7 @@ UPGRADED_SCHEMAS = (1, 2)
 transaction (never on open): schema 3 keeps a
 job's trial records in packs (``trial_packs``) and its evidence in packs referenced
 ``<key>#<index>``; schema 2 one record per trial (``trials``) as an array
-(:func:`casstore.trials.records.encode_stored`) and one evidence entry per file; schema 1 the
+(:func:`casstore.trials.stored_form.encode_stored`) and one evidence entry per file; schema 1 the
 records as maps. All of them still decode (:mod:`casstore.trials.stored`). Code that knows
 only an older schema refuses a newer store (it would miss the packs)."""
 DATABASES = (

@@ -204,7 +204,7 @@ def pack_chunk(
 ) -> Chunk:
     """The chunk's records with their attempts (within the chunk) and evidence references
     (into the chunk's evidence pack of ``blobs``), encoded as the store keeps them
-    (:func:`~casstore.trials.records.encode_stored`), and its table columns."""
+    (:func:`~casstore.trials.stored_form.encode_stored`), and its table columns."""
     names = [r.trial_name for r in records]
     tasks = [r.task_name for r in records]
     started = [r.started_at or "" for r in records]

@@ -2,7 +2,7 @@
 
 ``trial_packs``: ``<job id>/<pack number, 8 digits>`` → a **trial pack**, the array of up to
 :data:`TRIALS_PER_PACK` trial records in their stored form, by trial name (see
-:func:`~casstore.trials.records.encode_trial_pack`); a job's packs depend on its records
+:func:`~casstore.trials.stored_form.encode_trial_pack`); a job's packs depend on its records
 alone, not on how they were read or written. The keys are of a bounded size whatever the
 trial names (an LMDB key holds at most 511 bytes). Stores of schemas 1 and 2 kept one record
 per trial in ``trials`` (``<job id>/<trial name>``); they are listed alike

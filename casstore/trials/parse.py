@@ -58,7 +58,7 @@ def parse_stored(
     result_path: str | None = None,
 ) -> StoredTrialRecord:
     """:func:`parse_result` in the form the store keeps (no job id, no metadata: see
-    :func:`~casstore.trials.records.encode_stored`); ``result_path`` as given (relative to
+    :func:`~casstore.trials.stored_form.encode_stored`); ``result_path`` as given (relative to
     the job directory for the store). Raises :class:`ResultUnreadable` as it does."""
     return StoredTrialRecord(*_fields(data, evidence, evidence_dict, result_path))
 

@@ -4,7 +4,7 @@ Databases (keys UTF-8, values msgpack): ``jobs`` (job id → :class:`JobRecord`)
 ``trial_packs`` (``<job id>/<pack number, 8 digits>`` → a **trial pack**: the array of up to
 :data:`~casstore.trials.packs.TRIALS_PER_PACK` trial records (:class:`TrialRecord`, by trial
 name) in their stored form, each an array without what the job record implies, see
-:mod:`casstore.trials.packs` and :func:`~casstore.trials.records.encode_trial_pack`),
+:mod:`casstore.trials.packs` and :func:`~casstore.trials.stored_form.encode_trial_pack`),
 ``reward_tables`` (job id → :meth:`RewardTable.to_bytes`), ``evidence`` (content-addressed:
 ``sha256:<hex>`` of the value; a pack of the zstd-compressed raw result.json files of the
 trial directories read together (:data:`~casstore.trials.chunk.TRIALS_PER_CHUNK` or so), a trial's
