@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from casstore.archive.compress import Compression
+from casstore.archive.compress import Compression, check_compression
 from casstore.archive.discover import DiscoveredTask, TaskCollection, discover
 from casstore.archive.limits import Limits
 from casstore.archive.pack import PackResult, pack_tree
@@ -60,7 +60,9 @@ def pack(
     limits: Limits | None = None,
 ) -> PackResult:
     """Pack the task directory ``source`` into the archive ``out`` (a path, a binary file, or
-    None for the digests only); see :func:`casstore.archive.pack.pack_tree`."""
+    None for the digests only); see :func:`casstore.archive.pack.pack_tree`. UsageError for a
+    ``compression`` other than gzip, zstd or none."""
+    compression = check_compression(compression)
     return pack_tree(Path(source), Path(out) if isinstance(out, str) else out, compression, limits)
 
 

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel
 
-from casstore.archive.compress import Compression
+from casstore.archive.compress import Compression, check_compression
 from casstore.archive.discover import DiscoveredTask
 from casstore.archive.limits import Limits
 from casstore.archive.scan import scan_tree
@@ -107,11 +107,13 @@ def publish(
     its content digest differs from the discovered one; the archive is stored, read back
     and verified; then registered in one write transaction. ``create=True``: StoreError
     if the name exists. A failure after the archive was stored raises
-    :class:`PublicationError` whose ``prepared`` :func:`retry` accepts.
+    :class:`PublicationError` whose ``prepared`` :func:`retry` accepts. UsageError for a
+    compression other than gzip, zstd or none (checked before the store is read: also when
+    the revision would be reused).
     """
     name = check_name(name) if name is not None else default_name(task.id)
     workspace, fileset = check_name(workspace), check_name(fileset)
-    target = _Target(workspace, fileset, check_prefix(prefix), compression)
+    target = _Target(workspace, fileset, check_prefix(prefix), check_compression(compression))
     limits = limits or Limits()
     key = f"{workspace}/{name}"
     existing = store.index.read(lambda txn: latest_revision(txn, key))
