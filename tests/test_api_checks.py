@@ -4,11 +4,14 @@ and a store is closed as soon as nothing references it."""
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 
 import casstore
 from casstore.archive.pack import pack_tree
-from casstore.errors import UsageError
+from casstore.errors import StoreError, UsageError
 from tests.helpers import make_task
 
 
@@ -29,3 +32,39 @@ def test_unknown_compression_is_refused(tmp_path, compression) -> None:
         casstore.publish(store, task)  # stored: a reused revision is refused as well
         with pytest.raises(UsageError, match="is not gzip, zstd or none"):
             store.tasks.replace("task", casstore.discover_tasks(task)[0], compression=compression)
+
+
+def test_a_store_nothing_references_is_closed(tmp_path) -> None:
+    root = tmp_path / "store"
+    collecting = gc.isenabled()
+    gc.disable()  # reference counting alone must close it: no cycle keeps it open
+    try:
+        store = casstore.open_store(root)
+        assert store.tasks.list() == [] and store.tasksets.list() == []
+        watched = weakref.ref(store)
+        del store
+        assert watched() is None
+        casstore.open_store(root).close()  # not "already open in this process"
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def test_a_closed_store_says_so(tmp_path) -> None:
+    task = make_task(tmp_path)
+    store = casstore.open_store(tmp_path / "store")
+    store.close()
+    store.close()  # idempotent
+    closed = f"{tmp_path / 'store' / 'index'}: the store is closed"
+    for use in (
+        lambda: store.tasks.list(),
+        lambda: store.tasksets.get("default/suite"),
+        lambda: store.resolve("default/task"),
+        lambda: casstore.publish(store, task),
+        lambda: casstore.fsck(store),
+        lambda: casstore.Jobs(store).list(),
+        lambda: store.index.map_size,
+    ):
+        with pytest.raises(StoreError) as raised:
+            use()
+        assert str(raised.value) == closed

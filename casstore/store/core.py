@@ -66,11 +66,20 @@ class Store:
         self.root.mkdir(parents=True, exist_ok=True)
         self.index = Index(self.root / "index", map_size, create=create)
         self.filesets = Filesets(self.root / "filesets")
-        self.tasks = Tasks(self)
-        self.tasksets = Tasksets(self)
+
+    @property
+    def tasks(self) -> Tasks:
+        """The task names: ``create``/``replace`` publish, ``get``/``list`` read."""
+        return Tasks(self)
+
+    @property
+    def tasksets(self) -> Tasksets:
+        """The taskset names: ``create``/``replace`` pin task revisions, ``get``/``list`` read."""
+        return Tasksets(self)
 
     def close(self) -> None:
-        """Close the index."""
+        """Close the index (idempotent); using the store afterwards is StoreError "the store
+        is closed". Dropping the last reference to a store closes it too."""
         self.index.close()
 
     def __enter__(self) -> Store:
