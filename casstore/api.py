@@ -17,7 +17,7 @@ from casstore.archive.pack import PackResult, pack_tree
 from casstore.archive.read import VerifyResult, extract_archive, verify_archive
 from casstore.errors import UsageError
 from casstore.progress import NO_PROGRESS, Progress
-from casstore.sources import check_taskset, load_sources, taskset_views
+from casstore.sources import StoreArgument, check_taskset, load_sources, taskset_views
 from casstore.store import DEFAULT_WORKSPACE, Store
 from casstore.store.checkout import CheckoutResult
 from casstore.store.fsck import FsckReport
@@ -157,7 +157,7 @@ def import_jobs(
 
 def rescore(
     sources: Sequence[Path | str],
-    store: Path | str = ".casstore",
+    store: StoreArgument = ".casstore",
     *,
     reward_key: str | None = None,
     views: Sequence[View] | Path | str | None = None,
@@ -165,9 +165,10 @@ def rescore(
     **options: Any,
 ) -> ScoreReport:
     """Score the trials of ``sources`` (job directories, saved-trials files, ids or names of
-    jobs imported in the store at ``store``), as ``casstore rescore`` does. ``views``: a view
-    file or views; with ``taskset`` the trials are checked against that taskset and the views
-    its task revisions declare apply too (``views`` win on a name). ``options`` as
+    jobs imported in ``store``: an open :class:`Store`, left open, or the root of one), as
+    ``casstore rescore`` does. ``views``: a view file or views; with ``taskset`` the trials
+    are checked against that taskset and the views its task revisions declare apply too
+    (``views`` win on a name). ``options`` as
     :func:`scoring.score` takes them (``ks``, ``threshold``, ``group_by``, ``metrics``,
     ``metric_timeout``); :mod:`scoring.report` documents the report."""
     declared = list(load_views(views) if isinstance(views, Path | str) else views or [])

@@ -11,7 +11,8 @@ import pytest
 
 import casstore
 from casstore.archive.pack import pack_tree
-from casstore.errors import StoreError, UsageError
+from casstore.errors import StoreError, UnknownReferenceError, UsageError
+from casstore.examples.job import write_example_job
 from tests.helpers import make_task
 
 
@@ -68,3 +69,19 @@ def test_a_closed_store_says_so(tmp_path) -> None:
         with pytest.raises(StoreError) as raised:
             use()
         assert str(raised.value) == closed
+
+
+def test_rescore_takes_an_open_store(tmp_path) -> None:
+    job = write_example_job(tmp_path / "jobs", ["alpha", "beta"], attempts=3)
+    with casstore.open_store(tmp_path / "store") as store:
+        (imported,) = casstore.import_jobs(store, [job])
+        for name in ("alpha", "beta"):
+            (task,) = casstore.discover_tasks(make_task(tmp_path / "tasks", name))
+            store.tasks.replace(name, task)
+        casstore.create_taskset(store, "suite", ["alpha", "beta"])
+        report = casstore.rescore([imported.job], store=store, taskset="suite")
+        assert report.counts["attempts"] == 6
+        assert casstore.rescore([imported.job], store=store).counts == report.counts
+        with pytest.raises(UnknownReferenceError, match="no taskset \\(or task\\) of that name"):
+            casstore.rescore([imported.job], store=store, taskset="nosuch")
+        assert len(store.tasks.list()) == 2  # still open
