@@ -26,7 +26,15 @@ from casstore.store.tasksets import TasksetResult
 from casstore.trials.check import check_jobs
 from casstore.trials.jobstore import Jobs
 from casstore.trials.records import ImportReport
-from scoring import ScoreReport, View, load_views, score
+from scoring import (
+    DEFAULT_GROUP_BY,
+    DEFAULT_METRIC_TIMEOUT,
+    ScoreReport,
+    View,
+    check_options,
+    load_views,
+    score,
+)
 
 __all__ = [
     "checkout",
@@ -160,24 +168,37 @@ def rescore(
     store: StoreArgument = ".casstore",
     *,
     reward_key: str | None = None,
+    ks: Sequence[int] | None = None,
+    threshold: float = 1.0,
+    group_by: Sequence[str] = DEFAULT_GROUP_BY,
+    metrics: Sequence[str | Path] = ("mean",),
     views: Sequence[View] | Path | str | None = None,
     taskset: str | None = None,
-    **options: Any,
+    metric_timeout: float = DEFAULT_METRIC_TIMEOUT,
 ) -> ScoreReport:
     """Score the trials of ``sources`` (job directories, saved-trials files, ids or names of
     jobs imported in ``store``: an open :class:`Store`, left open, or the root of one), as
     ``casstore rescore`` does. ``views``: a view file or views; with ``taskset`` the trials
     are checked against that taskset and the views its task revisions declare apply too
-    (``views`` win on a name). ``options`` as
-    :func:`scoring.score` takes them (``ks``, ``threshold``, ``group_by``, ``metrics``,
-    ``metric_timeout``); :mod:`scoring.report` documents the report."""
+    (``views`` win on a name). The other options as :func:`scoring.score` takes them, checked
+    before any source is read; :mod:`scoring.report` documents the report."""
+    check_options(ks=ks, threshold=threshold, metrics=metrics, metric_timeout=metric_timeout)
     declared = list(load_views(views) if isinstance(views, Path | str) else views or [])
     table = load_sources(sources, store, reward_key)
     if taskset is not None:
         names = {view.name for view in declared}
         items = check_taskset(table, store, taskset)
         declared += [view for view in taskset_views(items) if view.name not in names]
-    return score(table, reward_key=reward_key, views=declared, **options)
+    return score(
+        table,
+        reward_key=reward_key,
+        ks=ks,
+        threshold=threshold,
+        group_by=group_by,
+        metrics=metrics,
+        views=declared,
+        metric_timeout=metric_timeout,
+    )
 
 
 def fsck(store: Store, progress: Progress = NO_PROGRESS) -> FsckReport:

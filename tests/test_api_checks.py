@@ -5,6 +5,7 @@ and a store is closed as soon as nothing references it."""
 from __future__ import annotations
 
 import gc
+import math
 import weakref
 
 import pytest
@@ -13,7 +14,7 @@ import casstore
 from casstore.archive.pack import pack_tree
 from casstore.errors import StoreError, UnknownReferenceError, UsageError
 from casstore.examples.job import write_example_job
-from tests.helpers import make_task
+from tests.helpers import make_task, run_cli
 
 
 @pytest.mark.parametrize("compression", ["bzip2", "GZIP", "", None, "xz"])
@@ -85,3 +86,58 @@ def test_rescore_takes_an_open_store(tmp_path) -> None:
         with pytest.raises(UnknownReferenceError, match="no taskset \\(or task\\) of that name"):
             casstore.rescore([imported.job], store=store, taskset="nosuch")
         assert len(store.tasks.list()) == 2  # still open
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "cli", "message"),
+    [
+        (
+            "threshold",
+            math.nan,
+            ["--threshold", "nan"],
+            "--threshold: must be a finite number, not nan",
+        ),
+        (
+            "threshold",
+            math.inf,
+            ["--threshold", "inf"],
+            "--threshold: must be a finite number, not inf",
+        ),
+        (
+            "metric_timeout",
+            0,
+            ["--metric-timeout", "0"],
+            "--metric-timeout: must be > 0 seconds, not 0",
+        ),
+        (
+            "metric_timeout",
+            math.nan,
+            ["--metric-timeout", "nan"],
+            "--metric-timeout: must be a finite number, not nan",
+        ),
+        (
+            "metrics",
+            ["median"],
+            ["--metric", "median"],
+            "median: --metric is mean, sum, min, max or a metric.py path",
+        ),
+        (
+            "metrics",
+            ["no/such.py"],
+            ["--metric", "no/such.py"],
+            "no/such.py: no such metric script (--metric is mean, sum, min, max or a metric.py)",
+        ),
+        ("ks", [0], ["--k", "0"], "--k: every k must be an integer >= 1"),
+        ("ks", [2, 1.5], ["--k", "2,0"], "--k: every k must be an integer >= 1"),
+    ],
+)
+def test_rescore_options_are_checked_as_the_cli_checks_them(
+    capsys, tmp_path, option, value, cli, message
+) -> None:
+    """One rule and one message for the API and the CLI, checked before any source is read
+    (the source here does not exist)."""
+    missing = str(tmp_path / "no-such-job")
+    with pytest.raises(UsageError) as raised:
+        casstore.rescore([missing], **{option: value})
+    assert str(raised.value) == message
+    assert run_cli(capsys, "rescore", missing, *cli) == (2, "", f"casstore: {message}\n")
