@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import math
 import weakref
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,10 @@ import casstore
 from casstore.archive.pack import pack_tree
 from casstore.errors import StoreError, UnknownReferenceError, UsageError
 from casstore.examples.job import write_example_job
+from tests.conftest import FIXTURES
 from tests.helpers import make_task, run_cli
+
+JOB = FIXTURES / "jobs" / "tb2-haiku" / "jobs" / "2026-05-10__01-23-57"
 
 
 @pytest.mark.parametrize("compression", ["bzip2", "GZIP", "", None, "xz"])
@@ -141,3 +145,142 @@ def test_rescore_options_are_checked_as_the_cli_checks_them(
         casstore.rescore([missing], **{option: value})
     assert str(raised.value) == message
     assert run_cli(capsys, "rescore", missing, *cli) == (2, "", f"casstore: {message}\n")
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        (
+            {"max_entries": 0},
+            "max_entries: a limit is a whole number > 0 (bytes or entries), not 0 (int)",
+        ),
+        (
+            {"max_file_bytes": "1MiB"},
+            "max_file_bytes: a limit is a whole number > 0 (bytes or entries), not '1MiB' (str)",
+        ),
+        (
+            {"max_path_bytes": True},
+            "max_path_bytes: a limit is a whole number > 0 (bytes or entries), not True (bool)",
+        ),
+        (
+            {"max_entrys": 3},
+            "max_entrys: not a limit (one of max_entries, max_file_bytes, max_payload_bytes, "
+            "max_expanded_bytes, max_archive_bytes, max_metadata_bytes, max_path_bytes, "
+            "max_config_bytes)",
+        ),
+    ],
+)
+def test_bad_limits_are_one_line_usage_errors(limits, message) -> None:
+    with pytest.raises(UsageError) as raised:
+        casstore.Limits(**limits)
+    assert str(raised.value) == message
+    with pytest.raises(UsageError) as raised:  # --limit keeps its own message
+        casstore.Limits().with_overrides(["entries=0"])
+    assert str(raised.value) == "entries=0: limits must be positive"
+
+
+def _store_path_refused(path: str) -> str:
+    return f"store: expected a Store, not the path {path!r}: open it with casstore.open_store"
+
+
+def test_wrong_types_name_the_argument(tmp_path) -> None:
+    """Every refusal is a UsageError naming the argument and what it expected."""
+    task = make_task(tmp_path)
+    root = str(tmp_path / "store")
+    archive = tmp_path / "task.tar"
+    casstore.pack(task, archive, "none")
+    text_file = (tmp_path / "t").open("w")
+    cases = [
+        (
+            lambda: casstore.discover_tasks(None),
+            "path: expected a path (str or Path), not NoneType",
+        ),
+        (lambda: casstore.discover_tasks(42), "path: expected a path (str or Path), not int"),
+        (
+            lambda: casstore.pack(task, text_file),
+            "out: expected a path, a binary file or None, not a text file",
+        ),
+        (lambda: casstore.pack(task, 5), "out: expected a path, a binary file or None, not int"),
+        (
+            lambda: casstore.pack(task, None, limits={"max_entries": 3}),
+            "limits: expected a casstore.Limits or None, not dict",
+        ),
+        (
+            lambda: casstore.verify(archive, b"sha256:00"),
+            "expect: expected an address (str 'sha256:<hex>', a Digest or None), not bytes",
+        ),
+        (lambda: casstore.fsck(root), _store_path_refused(root)),
+        (
+            lambda: casstore.checkout(root, "default/task", tmp_path / "d"),
+            _store_path_refused(root),
+        ),
+        (lambda: casstore.publish(root, task), _store_path_refused(root)),
+        (lambda: casstore.Jobs(root), _store_path_refused(root)),
+        (lambda: casstore.import_jobs(Path(root), []), _store_path_refused(root)),
+        (
+            lambda: casstore.fsck(None),
+            "store: expected a Store (casstore.open_store), not NoneType",
+        ),
+        (lambda: casstore.rescore(["x"], ks="1,2"), "ks: expected a sequence of integers, not str"),
+        (lambda: casstore.rescore(["x"], threshold="0.5"), "threshold: expected a number, not str"),
+        (
+            lambda: casstore.rescore(["x"], metric_timeout=None),
+            "metric_timeout: expected a number, not NoneType",
+        ),
+        (
+            lambda: casstore.rescore(["x"], views=[{"name": "v"}]),
+            "views: expected View items (scoring.parse_views makes them), not dict",
+        ),
+        (
+            lambda: casstore.rescore([1]),
+            "sources: expected items that are a path (str or Path), not int",
+        ),
+        (lambda: casstore.rescore(["x"], store=3), "store: expected a path (str or Path), not int"),
+    ]
+    with casstore.open_store(root) as store:
+        cases += [
+            (
+                lambda: casstore.publish(store, ["a"]),
+                "tasks: expected a DiscoveredTask (casstore.discover_tasks), not str",
+            ),
+            (
+                lambda: casstore.publish(store, 7),
+                "tasks: expected a DiscoveredTask, tasks or a task or dataset path, not int",
+            ),
+            (
+                lambda: store.tasks.replace("n", "x"),
+                "task: expected a DiscoveredTask (casstore.discover_tasks), not str",
+            ),
+            (
+                lambda: store.publish(None),
+                "task: expected a DiscoveredTask (casstore.discover_tasks), not NoneType",
+            ),
+            (
+                lambda: casstore.create_taskset(store, "t", [1]),
+                "tasks: expected items that are a name (str), not int",
+            ),
+            (lambda: casstore.checkout(store, 1, tmp_path / "d"), "ref: expected a str, not int"),
+        ]
+        for call, message in cases:
+            with pytest.raises(UsageError) as raised:
+                call()
+            assert str(raised.value) == message
+        assert store.tasks.list() == []  # nothing was published
+    text_file.close()
+
+
+@pytest.mark.realdata
+def test_a_single_path_or_name_is_a_one_item_list(tmp_path) -> None:
+    task = make_task(tmp_path, "cipher")
+    with casstore.open_store(tmp_path / "store") as store:
+        (published,) = casstore.publish(store, casstore.discover_tasks(task)[0])  # one task
+        assert published.name == "cipher"
+        pinned = casstore.create_taskset(store, "t", "cipher")
+        assert [pin["task"] for pin in pinned.tasks] == ["default/cipher"]
+        again = casstore.replace_taskset(store, "t", "default/cipher")
+        assert again.reused
+        (report,) = casstore.import_jobs(store, JOB)
+        assert report.trials == 89
+    scored = casstore.rescore(str(JOB), store=tmp_path / "store", metrics="mean", group_by="agent")
+    assert scored.to_json()["resolve_rate"] == 0.4157303370786517
+    assert scored.group_by == ["agent"]

@@ -12,6 +12,7 @@ tasks, tasksets, lookup, checkout, fsck, gc) and takes the store as a
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from casstore.errors import UsageError, is_text, printable
@@ -25,7 +26,7 @@ from casstore.store.publish import publish, retry
 from casstore.store.tasks import Tasks
 from casstore.store.tasksets import Tasksets
 
-__all__ = ["NO_STORE", "Store", "is_store"]
+__all__ = ["NO_STORE", "Store", "check_store", "is_store"]
 
 NO_STORE = "no casstore store here (publish something first, or pass --store DIR)"
 
@@ -97,3 +98,15 @@ class Store:
     checkout = checkout
     fsck = fsck
     gc = gc
+
+
+def check_store(value: object, argument: str = "store") -> Store:
+    """``value`` when it is a :class:`Store`; UsageError naming ``argument`` otherwise (a path
+    is not opened behind the caller's back: who opens a store closes it)."""
+    if isinstance(value, Store):
+        return value
+    if isinstance(value, str | os.PathLike):
+        rule = f"expected a Store, not the path {str(value)!r}: open it with casstore.open_store"
+    else:
+        rule = f"expected a Store (casstore.open_store), not {type(value).__name__}"
+    raise UsageError(argument, rule)
