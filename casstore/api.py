@@ -127,7 +127,8 @@ def publish(
     store = check_store(store)
     found = discover(Path(tasks)) if arguments.is_path(tasks) else arguments.tasks(tasks)
     if name is not None and len(found) != 1:
-        raise UsageError(str(tasks), "--name needs a single task")
+        given = f"{len(found)} tasks were given" if found else "no task was given"
+        raise UsageError("name", f"{name!r} names a single task, and {given}")
     progress.start(len(found))
     results = []
     for task in found:

@@ -284,3 +284,15 @@ def test_a_single_path_or_name_is_a_one_item_list(tmp_path) -> None:
     scored = casstore.rescore(str(JOB), store=tmp_path / "store", metrics="mean", group_by="agent")
     assert scored.to_json()["resolve_rate"] == 0.4157303370786517
     assert scored.group_by == ["agent"]
+
+
+def test_a_name_with_several_tasks_names_the_argument(tmp_path) -> None:
+    tasks = [casstore.discover_tasks(make_task(tmp_path, name))[0] for name in ("a", "b")]
+    with casstore.open_store(tmp_path / "store") as store:
+        for given in (tasks, iter(tasks), (task for task in tasks)):
+            with pytest.raises(UsageError) as raised:
+                casstore.publish(store, given, "nm")
+            assert str(raised.value) == "name: 'nm' names a single task, and 2 tasks were given"
+        with pytest.raises(UsageError) as raised:
+            casstore.publish(store, [], "nm")
+        assert str(raised.value) == "name: 'nm' names a single task, and no task was given"
