@@ -24,6 +24,7 @@ from casstore.store import DEFAULT_WORKSPACE, Store
 from casstore.store.checkout import CheckoutResult
 from casstore.store.core import check_store
 from casstore.store.fsck import FsckReport
+from casstore.store.gc import GcReport
 from casstore.store.publish import PublishResult
 from casstore.store.tasksets import TasksetResult
 from casstore.trials.check import check_jobs
@@ -45,6 +46,7 @@ __all__ = [
     "discover_tasks",
     "extract",
     "fsck",
+    "gc",
     "import_jobs",
     "open_store",
     "pack",
@@ -220,3 +222,10 @@ def fsck(store: Store, progress: Progress = NO_PROGRESS) -> FsckReport:
     fsck`` reports); never modifies anything. See :func:`casstore.store.fsck.fsck` and
     :func:`casstore.trials.check.check_jobs` for the problem kinds."""
     return check_store(store).fsck(progress, checks=(check_jobs,))
+
+
+def gc(store: Store, dry_run: bool = False, min_age: float = 60.0) -> GcReport:
+    """Remove the archive files of ``store`` that no revision references, and leftover
+    temporaries, older than ``min_age`` seconds (``dry_run``: only list them), as ``casstore
+    gc`` does; see :func:`casstore.store.gc.gc`."""
+    return check_store(store).gc(dry_run=dry_run, min_age=arguments.number(min_age, "min_age"))
