@@ -7,6 +7,7 @@ import ast
 import inspect
 import json
 import pydoc
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -201,3 +202,16 @@ def test_readme_example_runs(tmp_path: Path) -> None:
         "example-task-airgapped",
         "three-body-problem",
     ]
+
+
+def test_docstrings_and_readme_say_what_store_members_are() -> None:
+    """A ``:meth:`` reference names a method, an ``:attr:`` one an attribute; ``Store.fsck``
+    and the README say that it leaves the imported jobs to ``casstore.fsck``."""
+    for name in casstore.__all__:
+        doc = inspect.getdoc(getattr(casstore, name)) or ""
+        for role, member in re.findall(r":(meth|attr):`Store\.(\w+)`", doc):
+            is_method = inspect.isfunction(inspect.getattr_static(casstore.Store, member))
+            assert is_method == (role == "meth"), f"{name}: :{role}:`Store.{member}`"
+    assert "casstore.fsck(store)" in (casstore.Store.fsck.__doc__ or "")
+    (row,) = [line for line in _readme_api().splitlines() if line.startswith("| `open_store(")]
+    assert "`fsck` of the archives and references only" in row

@@ -45,7 +45,8 @@ class Store:
 
     ``tasks`` and ``tasksets`` give ``create``/``replace``/``get``/``list``; ``publish`` and
     ``retry`` write archives; ``resolve``, ``revision``, ``checkout``, ``fsck`` and ``gc``
-    run the operations of their modules on this store.
+    run the operations of their modules on this store. ``fsck`` checks the archives and
+    references only: ``casstore.fsck(store)`` checks the imported jobs too.
     """
 
     def __init__(
