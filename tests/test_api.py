@@ -59,6 +59,14 @@ API = [
 ]
 
 
+def _python(script: str) -> str:
+    """The stdout of ``python -c script`` run in a fresh interpreter from the repository."""
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
 def test_all_is_exactly_the_api() -> None:
     assert casstore.__all__ == API
     for name in API:
@@ -75,10 +83,7 @@ def test_dir_lists_the_public_names_and_the_base_modules() -> None:
         "print(casstore.names.default_name('org/task'), casstore.errors.UsageError.kind, "
         "casstore.digest.Digest.__name__)"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    assert done.stdout == "org-task usage Digest\n"
+    assert _python(script) == "org-task usage Digest\n"
 
 
 def test_signatures_read_as_written() -> None:
@@ -129,10 +134,7 @@ def test_import_casstore_loads_nothing_heavy() -> None:
         "print(sorted(m for m in ('numpy', 'harbor', 'lmdb', 'pydantic', 'scoring') "
         "if m in sys.modules))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    assert done.stdout.strip() == "[]"
+    assert _python(script).strip() == "[]"
 
 
 @pytest.mark.realdata
