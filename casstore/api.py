@@ -204,6 +204,7 @@ def rescore(
     them, checked before any source is read; :mod:`scoring.report` documents the report."""
     found = arguments.paths(sources, "sources")
     opened = store if isinstance(store, Store) else arguments.path(store, "store")
+    group_by = arguments.names(group_by, "group_by")
     options = arguments.score_options(ks, threshold, metrics, metric_timeout)
     check_options(**options)
     chosen = arguments.views(views)
@@ -213,7 +214,6 @@ def rescore(
         names = {view.name for view in declared}
         items = check_taskset(table, opened, arguments.text(taskset, "taskset"))
         declared += [view for view in taskset_views(items) if view.name not in names]
-    group_by = arguments.names(group_by, "group_by")
     return score(table, reward_key=reward_key, group_by=group_by, views=declared, **options)
 
 

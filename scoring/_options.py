@@ -55,8 +55,10 @@ def check_metrics(metrics: Sequence[str | Path]) -> None:
     existing ``metric.py`` file."""
     names = ", ".join(BUILTIN_METRICS)
     for metric in metrics:
+        if is_builtin(metric):
+            continue
         path = Path(metric)
-        if is_builtin(metric) or path.is_file():
+        if path.is_file():
             continue
         if "/" in str(metric) or path.suffix == ".py" or path.exists():
             reason = "not a file" if path.exists() else "no such metric script"
