@@ -24,6 +24,7 @@ from casstore.store.publish import check_task
 from scoring import View
 
 __all__ = [
+    "ScoreOptions",
     "address",
     "expected",
     "is_path",
@@ -148,18 +149,16 @@ def tasks(value: object) -> list[DiscoveredTask]:
     return [check_task(item, "tasks") for item in items]
 
 
+def _is_view(value: object) -> TypeGuard[View]:
+    return isinstance(value, View)
+
+
 def views(value: object) -> list[View] | Path | None:
-    """Views: a view file's path, views (:class:`scoring.View`, from
-    :func:`scoring.parse_views`) or None."""
-    if value is None:
-        return None
-    if is_path(value):
-        return Path(value)
-    items = sequence(value, "views", "a view file path or a sequence of View")
-    for item in items:
-        if not isinstance(item, View):
-            raise expected("views", "View items (scoring.parse_views makes them)", item)
-    return items
+    """Views: a view file's path, one or several :class:`scoring.View` (from
+    :func:`scoring.parse_views`), or None."""
+    if value is None or is_path(value):
+        return None if value is None else Path(value)
+    return _one_or_many(value, "views", _is_view, "a View (scoring.parse_views)")
 
 
 class ScoreOptions(TypedDict):

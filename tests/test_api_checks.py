@@ -229,7 +229,7 @@ def test_wrong_types_name_the_argument(tmp_path) -> None:
         ),
         (
             lambda: casstore.rescore(["x"], views=[{"name": "v"}]),
-            "views: expected View items (scoring.parse_views makes them), not dict",
+            "views: expected items that are a View (scoring.parse_views), not dict",
         ),
         (
             lambda: casstore.rescore([1]),
