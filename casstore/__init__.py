@@ -14,7 +14,8 @@ command)::
     report = casstore.rescore(["2026-05-10__01-23-57"], store=".casstore")
     print(report.to_json()["resolve_rate"])
 
-Names are loaded on first use, so ``import casstore`` costs nothing until one is used.
+Names are loaded on first use, so ``import casstore`` costs nothing until one is used; the
+modules ``casstore.errors``, ``casstore.names`` and ``casstore.digest`` are served too.
 
 Glossary (one word per thing):
 
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
         discover_tasks,
         extract,
         fsck,
+        gc,
         import_jobs,
         open_store,
         pack,
@@ -69,37 +71,45 @@ if TYPE_CHECKING:
     from casstore.archive.pack import PackResult
     from casstore.archive.read import VerifyResult
     from casstore.errors import CasstoreError
+    from casstore.progress import Progress
     from casstore.store import Store
     from casstore.store.checkout import CheckoutResult
     from casstore.store.fsck import FsckReport
+    from casstore.store.gc import GcReport
     from casstore.store.publish import PublishResult
     from casstore.store.tasksets import TasksetResult
     from casstore.table.columns import RewardTable
     from casstore.trials.jobstore import Jobs
-    from casstore.trials.records import ImportReport
-    from scoring import ScoreReport
+    from casstore.trials.records import ImportReport, JobRecord, TrialRecord
+    from scoring import ScoreReport, View
 
 __all__ = [
     "CasstoreError",
     "CheckoutResult",
     "DiscoveredTask",
     "FsckReport",
+    "GcReport",
     "ImportReport",
+    "JobRecord",
     "Jobs",
     "Limits",
     "PackResult",
+    "Progress",
     "PublishResult",
     "RewardTable",
     "ScoreReport",
     "Store",
     "TaskCollection",
     "TasksetResult",
+    "TrialRecord",
     "VerifyResult",
+    "View",
     "checkout",
     "create_taskset",
     "discover_tasks",
     "extract",
     "fsck",
+    "gc",
     "import_jobs",
     "open_store",
     "pack",
@@ -114,22 +124,32 @@ _HOMES = {
     "CheckoutResult": "casstore.store.checkout",
     "DiscoveredTask": "casstore.archive.discover",
     "FsckReport": "casstore.store.fsck",
+    "GcReport": "casstore.store.gc",
     "ImportReport": "casstore.trials.records",
+    "JobRecord": "casstore.trials.records",
     "Jobs": "casstore.trials.jobstore",
     "Limits": "casstore.archive.limits",
     "PackResult": "casstore.archive.pack",
+    "Progress": "casstore.progress",
     "PublishResult": "casstore.store.publish",
     "RewardTable": "casstore.table.columns",
     "ScoreReport": "scoring",
     "Store": "casstore.store",
     "TaskCollection": "casstore.archive.discover",
     "TasksetResult": "casstore.store.tasksets",
+    "TrialRecord": "casstore.trials.records",
     "VerifyResult": "casstore.archive.read",
+    "View": "scoring",
 } | {name: "casstore.api" for name in __all__ if name[0].islower()}
+_SUBMODULES = ("digest", "errors", "names")
+"""Modules served as attributes too (``casstore.names.default_name``), not in ``__all__``."""
 
 
 def __getattr__(name: str) -> Any:
-    """A name of ``__all__``, imported from its module on first use."""
+    """A name of ``__all__`` (imported from its module on first use), or a module of
+    :data:`_SUBMODULES`."""
+    if name in _SUBMODULES:
+        return importlib.import_module(f"casstore.{name}")
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'casstore' has no attribute {name!r}")
@@ -139,4 +159,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    """The public names: ``__all__`` and the modules of :data:`_SUBMODULES`."""
+    return sorted([*__all__, *_SUBMODULES])

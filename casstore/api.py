@@ -10,23 +10,35 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from casstore.archive.compress import Compression
+from casstore import arguments
+from casstore.archive.compress import Compression, check_compression
 from casstore.archive.discover import DiscoveredTask, TaskCollection, discover
 from casstore.archive.limits import Limits
 from casstore.archive.pack import PackResult, pack_tree
 from casstore.archive.read import VerifyResult, extract_archive, verify_archive
+from casstore.digest import Digest
 from casstore.errors import UsageError
 from casstore.progress import NO_PROGRESS, Progress
-from casstore.sources import check_taskset, load_sources, taskset_views
+from casstore.sources import StoreArgument, check_taskset, load_sources, taskset_views
 from casstore.store import DEFAULT_WORKSPACE, Store
 from casstore.store.checkout import CheckoutResult
+from casstore.store.core import check_store
 from casstore.store.fsck import FsckReport
+from casstore.store.gc import GcReport
 from casstore.store.publish import PublishResult
 from casstore.store.tasksets import TasksetResult
 from casstore.trials.check import check_jobs
 from casstore.trials.jobstore import Jobs
 from casstore.trials.records import ImportReport
-from scoring import ScoreReport, View, load_views, score
+from scoring import (
+    DEFAULT_GROUP_BY,
+    DEFAULT_METRIC_TIMEOUT,
+    ScoreReport,
+    View,
+    check_options,
+    load_views,
+    score,
+)
 
 __all__ = [
     "checkout",
@@ -34,6 +46,7 @@ __all__ = [
     "discover_tasks",
     "extract",
     "fsck",
+    "gc",
     "import_jobs",
     "open_store",
     "pack",
@@ -50,7 +63,7 @@ def discover_tasks(path: Path | str, limits: Limits | None = None) -> TaskCollec
     check and carries its content digest. Raises :class:`~casstore.errors.UsageError` for a
     path that is not a directory, the check errors of :mod:`casstore.errors` for a bad task
     or dataset."""
-    return discover(path, limits)
+    return discover(arguments.path(path, "path"), arguments.limits(limits))
 
 
 def pack(
@@ -60,25 +73,34 @@ def pack(
     limits: Limits | None = None,
 ) -> PackResult:
     """Pack the task directory ``source`` into the archive ``out`` (a path, a binary file, or
-    None for the digests only); see :func:`casstore.archive.pack.pack_tree`."""
-    return pack_tree(Path(source), Path(out) if isinstance(out, str) else out, compression, limits)
+    None for the digests only); see :func:`casstore.archive.pack.pack_tree`. UsageError for a
+    ``compression`` other than gzip, zstd or none."""
+    source, out = arguments.path(source, "source"), arguments.output(out)
+    compression = check_compression(compression)
+    return pack_tree(source, out, compression, arguments.limits(limits))
 
 
 def verify(
-    archive: Path | str, expect: str | None = None, limits: Limits | None = None
+    archive: Path | str, expect: Digest | str | None = None, limits: Limits | None = None
 ) -> VerifyResult:
     """Verify an archive (its address against ``expect`` when given, its structure, its
     canonical form); raises the check error naming the entry and the rule. See
     :func:`casstore.archive.read.verify_archive`."""
-    return verify_archive(Path(archive), expect, limits)
+    archive, expect = arguments.path(archive, "archive"), arguments.address(expect)
+    return verify_archive(archive, expect, arguments.limits(limits))
 
 
 def extract(
-    archive: Path | str, dest: Path | str, expect: str | None = None, limits: Limits | None = None
+    archive: Path | str,
+    dest: Path | str,
+    expect: Digest | str | None = None,
+    limits: Limits | None = None,
 ) -> VerifyResult:
     """Verify ``archive`` while extracting it to ``dest`` (which must not exist); nothing is
     left on failure. See :func:`casstore.archive.read.extract_archive`."""
-    return extract_archive(Path(archive), Path(dest), expect, limits)
+    archive, dest = arguments.path(archive, "archive"), arguments.path(dest, "dest")
+    expect = arguments.address(expect)
+    return extract_archive(archive, dest, expect, arguments.limits(limits))
 
 
 def open_store(root: Path | str = ".casstore", *, create: bool = True) -> Store:
@@ -86,26 +108,29 @@ def open_store(root: Path | str = ".casstore", *, create: bool = True) -> Store:
     :class:`~casstore.errors.UsageError` naming ``root``). Use it as a context manager;
     ``store.tasks.replace(name, task)`` and ``store.tasksets.create(name, tasks=[...])``
     publish and pin, as the SDK's resources do."""
-    return Store(root, create=create)
+    return Store(arguments.path(root, "root"), create=create)
 
 
 def publish(
     store: Store,
-    tasks: Path | str | Iterable[DiscoveredTask],
+    tasks: Path | str | DiscoveredTask | Iterable[DiscoveredTask],
     name: str | None = None,
     *,
     progress: Progress = NO_PROGRESS,
     **options: Any,
 ) -> list[PublishResult]:
-    """Publish ``tasks`` (discovered, or a task / dataset directory discovered first) into
-    ``store``, each under its default name (``name`` for a single task) with ``options`` as
-    :meth:`Store.publish` takes them (``workspace``, ``fileset``, ``prefix``, ``compression``,
-    ``create``, ``limits``); identical content returns the existing revision. One
-    :class:`PublishResult` per task, in order. Raises as :meth:`Store.publish`, and
-    :class:`~casstore.errors.UsageError` for ``name`` with several tasks."""
-    found = discover(tasks) if isinstance(tasks, Path | str) else list(tasks)
+    """Publish ``tasks`` (one discovered task, several, or a task / dataset directory
+    discovered first) into ``store``, each under its default name (``name`` for a single
+    task) with ``options`` as :meth:`Store.publish` takes them (``workspace``, ``fileset``,
+    ``prefix``, ``compression``, ``create``, ``limits``); identical content returns the
+    existing revision. One :class:`PublishResult` per task, in order. Raises as
+    :meth:`Store.publish`, and :class:`~casstore.errors.UsageError` for ``name`` with
+    several tasks."""
+    store = check_store(store)
+    found = discover(Path(tasks)) if arguments.is_path(tasks) else arguments.tasks(tasks)
     if name is not None and len(found) != 1:
-        raise UsageError(str(tasks), "--name needs a single task")
+        given = f"{len(found)} tasks were given" if found else "no task was given"
+        raise UsageError("name", f"{name!r} names a single task, and {given}")
     progress.start(len(found))
     results = []
     for task in found:
@@ -115,21 +140,23 @@ def publish(
 
 
 def create_taskset(
-    store: Store, name: str, tasks: Sequence[str], workspace: str = DEFAULT_WORKSPACE
+    store: Store, name: str, tasks: Sequence[str] | str, workspace: str = DEFAULT_WORKSPACE
 ) -> TasksetResult:
     """A new taskset ``name`` pinning the current revision of each task reference in
-    ``tasks`` (names in ``workspace``, ``ws/name`` or ``ws/name#digest``); later task updates
-    do not change it. Raises :class:`~casstore.errors.StoreError` if the name exists. See
-    :meth:`Store.tasksets`."""
-    return store.tasksets.create(name, tasks, workspace)
+    ``tasks`` (one, or several: names in ``workspace``, ``ws/name`` or ``ws/name#digest``);
+    later task updates do not change it. Raises :class:`~casstore.errors.StoreError` if the
+    name exists. See :attr:`Store.tasksets`."""
+    pins = arguments.names(tasks, "tasks")
+    return check_store(store).tasksets.create(arguments.text(name, "name"), pins, workspace)
 
 
 def replace_taskset(
-    store: Store, name: str, tasks: Sequence[str], workspace: str = DEFAULT_WORKSPACE
+    store: Store, name: str, tasks: Sequence[str] | str, workspace: str = DEFAULT_WORKSPACE
 ) -> TasksetResult:
     """Create the taskset ``name`` or add a revision pinning ``tasks`` now (identical pins
     return the existing revision, ``reused``)."""
-    return store.tasksets.replace(name, tasks, workspace)
+    pins = arguments.names(tasks, "tasks")
+    return check_store(store).tasksets.replace(arguments.text(name, "name"), pins, workspace)
 
 
 def checkout(
@@ -138,47 +165,67 @@ def checkout(
     """Check a taskset (or task) reference out of ``store`` into the dataset directory
     ``dest``: every archive verified, extracted safely and loaded with Harbor's ``Task``
     (what a worker does before ``harbor run``). See :func:`casstore.store.checkout.checkout`."""
-    return store.checkout(ref, Path(dest), progress)
+    ref, dest = arguments.text(ref, "ref"), arguments.path(dest, "dest")
+    return check_store(store).checkout(ref, dest, progress)
 
 
 def import_jobs(
     store: Store,
-    paths: Sequence[Path | str],
+    paths: Sequence[Path | str] | Path | str,
     reward_key: str = "reward",
     name: str | None = None,
     progress: Progress | None = None,
 ) -> list[ImportReport]:
-    """Import Harbor job directories (or directories of them, or saved-trials ``.jsonl``
-    files) into ``store``: one :class:`ImportReport` per job. See :class:`Jobs`."""
-    return Jobs(store).import_jobs(paths, reward_key, name, progress)
+    """Import Harbor job directories (one, or several; or directories of them, or
+    saved-trials ``.jsonl`` files) into ``store``: one :class:`ImportReport` per job. See
+    :class:`Jobs`."""
+    found = arguments.paths(paths, "paths")
+    return Jobs(store).import_jobs(found, arguments.text(reward_key, "reward_key"), name, progress)
 
 
 def rescore(
-    sources: Sequence[Path | str],
-    store: Path | str = ".casstore",
+    sources: Sequence[Path | str] | Path | str,
+    store: StoreArgument = ".casstore",
     *,
     reward_key: str | None = None,
+    ks: Sequence[int] | None = None,
+    threshold: float = 1.0,
+    group_by: Sequence[str] = DEFAULT_GROUP_BY,
+    metrics: Sequence[str | Path] = ("mean",),
     views: Sequence[View] | Path | str | None = None,
     taskset: str | None = None,
-    **options: Any,
+    metric_timeout: float = DEFAULT_METRIC_TIMEOUT,
 ) -> ScoreReport:
-    """Score the trials of ``sources`` (job directories, saved-trials files, ids or names of
-    jobs imported in the store at ``store``), as ``casstore rescore`` does. ``views``: a view
-    file or views; with ``taskset`` the trials are checked against that taskset and the views
-    its task revisions declare apply too (``views`` win on a name). ``options`` as
-    :func:`scoring.score` takes them (``ks``, ``threshold``, ``group_by``, ``metrics``,
-    ``metric_timeout``); :mod:`scoring.report` documents the report."""
-    declared = list(load_views(views) if isinstance(views, Path | str) else views or [])
-    table = load_sources(sources, store, reward_key)
+    """Score the trials of ``sources`` (one or several job directories, saved-trials files,
+    ids or names of jobs imported in ``store``: an open :class:`Store`, left open, or the root
+    of one), as ``casstore rescore`` does. ``views``: a view file or views; with ``taskset``
+    the trials are checked against that taskset and the views its task revisions declare
+    apply too (``views`` win on a name). The other options as :func:`scoring.score` takes
+    them, checked before any source is read; :mod:`scoring.report` documents the report."""
+    found = arguments.paths(sources, "sources")
+    opened = store if isinstance(store, Store) else arguments.path(store, "store")
+    group_by = arguments.names(group_by, "group_by")
+    options = arguments.score_options(ks, threshold, metrics, metric_timeout)
+    check_options(**options)
+    chosen = arguments.views(views)
+    declared = list(load_views(chosen) if isinstance(chosen, Path) else chosen or [])
+    table = load_sources(found, opened, reward_key)
     if taskset is not None:
         names = {view.name for view in declared}
-        items = check_taskset(table, store, taskset)
+        items = check_taskset(table, opened, arguments.text(taskset, "taskset"))
         declared += [view for view in taskset_views(items) if view.name not in names]
-    return score(table, reward_key=reward_key, views=declared, **options)
+    return score(table, reward_key=reward_key, group_by=group_by, views=declared, **options)
 
 
 def fsck(store: Store, progress: Progress = NO_PROGRESS) -> FsckReport:
     """Re-verify every archive, reference and imported job of ``store`` (what ``casstore
     fsck`` reports); never modifies anything. See :func:`casstore.store.fsck.fsck` and
     :func:`casstore.trials.check.check_jobs` for the problem kinds."""
-    return store.fsck(progress, checks=(check_jobs,))
+    return check_store(store).fsck(progress, checks=(check_jobs,))
+
+
+def gc(store: Store, dry_run: bool = False, min_age: float = 60.0) -> GcReport:
+    """Remove the archive files of ``store`` that no revision references, and leftover
+    temporaries, older than ``min_age`` seconds (``dry_run``: only list them), as ``casstore
+    gc`` does; see :func:`casstore.store.gc.gc`."""
+    return check_store(store).gc(dry_run=dry_run, min_age=arguments.number(min_age, "min_age"))

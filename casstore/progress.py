@@ -24,6 +24,9 @@ class _NoProgress:
     def advance(self, label: str) -> None:
         pass
 
+    def __repr__(self) -> str:
+        return "NO_PROGRESS"  # as signatures show the default
+
 
 NO_PROGRESS: Progress = _NoProgress()
 """The default: progress reported nowhere."""

@@ -7,7 +7,8 @@
   each parsed directly (``read_job``) with ``reward_key`` (default ``reward``);
 * a ``.jsonl`` file: saved trials (``read_trials_jsonl``; their recorded reward key);
 * anything else: the id or name of a job imported in the store
-  (``Jobs(store).reward_table``; the store is opened once, for the first such source).
+  (``Jobs(store).reward_table``): an open :class:`~casstore.store.Store`, or its root,
+  opened once, for the first such source.
 
 A SOURCE that looks like a path (holds ``/`` or ends with ``.jsonl``) but does not exist is a
 :class:`UsageError` ("no such file or directory") unless it is the name of an imported job.
@@ -26,7 +27,7 @@ them; :func:`taskset_views` returns the views declared by the taskset's task rev
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +39,12 @@ from casstore.table.concat import concat_tables
 from casstore.trials import Jobs, find_jobs, read_job, read_trials_jsonl, table_from_records
 from scoring import View, parse_views
 
-__all__ = ["check_taskset", "load_sources", "open_store", "taskset_views"]
+__all__ = ["StoreArgument", "check_taskset", "load_sources", "open_store", "taskset_views"]
+
+
+type StoreArgument = Store | Path | str
+"""A store as the functions here take it: an open :class:`Store` (used, left open) or the
+root of an existing one (opened, and closed again)."""
 
 
 def open_store(root: Path | str) -> Store:
@@ -46,18 +52,30 @@ def open_store(root: Path | str) -> Store:
     return Store(root, create=False)
 
 
+@contextmanager
+def _opened(store: StoreArgument) -> Iterator[Store]:
+    """``store`` itself when it is open (left open), else the store at that root, closed
+    after."""
+    if isinstance(store, Store):
+        yield store
+        return
+    with open_store(store) as opened:
+        yield opened
+
+
 def load_sources(
-    sources: Sequence[str | Path], store_root: Path | str, reward_key: str | None = None
+    sources: Sequence[str | Path], store: StoreArgument, reward_key: str | None = None
 ) -> RewardTable:
-    """The trials of every source, as one table (see the module docstring).
+    """The trials of every source, as one table (see the module docstring); ``store`` is read
+    only for imported jobs (a root is opened once, for the first of them).
 
     Raises ScoringError when a trial (job id + trial name) is given twice, UsageError when a
     path-like source does not exist.
     """
     tables: list[RewardTable] = []
     trials = _TrialSources()
-    store = None
-    try:
+    with ExitStack() as stack:
+        opened = None
         for source in sources:
             path = Path(source)
             if path.is_dir():
@@ -65,13 +83,10 @@ def load_sources(
             elif path.suffix == ".jsonl" and path.is_file():
                 tables.append(_trials_file(path, trials))
             else:
-                if store is None:
+                if opened is None:
                     with _lookup(source, UsageError):
-                        store = open_store(store_root)
-                tables.append(_imported_job(store, str(source), trials))
-    finally:
-        if store is not None:
-            store.close()
+                        opened = stack.enter_context(_opened(store))
+                tables.append(_imported_job(opened, str(source), trials))
     return concat_tables(tables)
 
 
@@ -178,19 +193,18 @@ def _check_repeats(job: str, names: Sequence[str], source: str) -> None:
         )
 
 
-def _resolve(store_root: Path | str, ref: str) -> list[tuple[str, TaskRevision]]:
+def _resolve(store: StoreArgument, ref: str) -> list[tuple[str, TaskRevision]]:
     """The ``(task key, revision)`` pairs of taskset (or task) ``ref``."""
-    store = open_store(store_root)
-    try:
-        return store.resolve(ref)[1]
-    except UnknownReferenceError as error:
-        # Store.resolve tries a taskset, then a task: when neither exists it reports the
-        # task lookup ("no task of that name"), but --taskset asked for a taskset.
-        if error.rule == "no task of that name":
-            raise UnknownReferenceError(error.path, "no taskset (or task) of that name") from None
-        raise
-    finally:
-        store.close()
+    with _opened(store) as opened:
+        try:
+            return opened.resolve(ref)[1]
+        except UnknownReferenceError as error:
+            # Store.resolve tries a taskset, then a task: when neither exists it reports the
+            # task lookup ("no task of that name"), but --taskset asked for a taskset.
+            if error.rule == "no task of that name":
+                rule = "no taskset (or task) of that name"
+                raise UnknownReferenceError(error.path, rule) from None
+            raise
 
 
 def _identities(key: str, revision: TaskRevision) -> set[str]:
@@ -203,13 +217,14 @@ def _identities(key: str, revision: TaskRevision) -> set[str]:
 
 
 def check_taskset(
-    table: RewardTable, store_root: Path | str, ref: str
+    table: RewardTable, store: StoreArgument, ref: str
 ) -> list[tuple[str, TaskRevision]]:
-    """Check ``table`` against the taskset ``ref``; returns its ``(task key, revision)`` pairs.
+    """Check ``table`` against the taskset ``ref`` of ``store`` (open, or its root); returns
+    its ``(task key, revision)`` pairs.
 
     A trial task matches a taskset task by the task's key, name, native id or directory name.
     """
-    items = _resolve(store_root, ref)
+    items = _resolve(store, ref)
     identities = [(key, _identities(key, revision)) for key, revision in items]
     known = set().union(*(ids for _, ids in identities)) if identities else set()
     counts = np.bincount(table.task, minlength=len(table.tasks))

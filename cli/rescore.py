@@ -38,7 +38,6 @@ view file, a malformed option).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Annotated
 
@@ -50,29 +49,27 @@ from casstore.errors import UsageError
 from cli.options import GlobalOptions, JsonOption
 from cli.output import emit_json, out_console
 from scoring import (
-    BUILTIN_METRIC_NAMES,
     DEFAULT_GROUP_BY,
     DEFAULT_METRIC_TIMEOUT,
     GROUP_FIELDS,
     ScoreReport,
+    check_options,
 )
 
 __all__ = ["print_report", "register"]
 
 
 def _parse_ks(text: str | None) -> list[int] | None:
+    """``--k`` text → integers (each >= 1 is :func:`scoring.check_options`'s rule)."""
     if text is None:
         return None
     parts = [part.strip() for part in text.split(",")]
     if not all(parts):
         raise UsageError("--k", f"empty item in {text!r}: give comma-separated integers >= 1")
     try:
-        ks = [int(part) for part in parts]
+        return [int(part) for part in parts]
     except ValueError:
         raise UsageError("--k", f"not a comma-separated list of integers: {text!r}") from None
-    if any(k < 1 for k in ks):
-        raise UsageError("--k", "every k must be an integer >= 1")
-    return ks
 
 
 def _parse_group_by(text: str) -> list[str]:
@@ -90,30 +87,6 @@ def _parse_group_by(text: str) -> list[str]:
             raise UsageError("--group-by", f"field {field!r} repeated")
         seen.add(field)
     return fields
-
-
-def _metric_specs(metrics: list[str] | None) -> list[str | Path]:
-    specs: list[str | Path] = []
-    names = ", ".join(BUILTIN_METRIC_NAMES)
-    for metric in metrics or ["mean"]:
-        path = Path(metric)
-        if metric in BUILTIN_METRIC_NAMES:
-            specs.append(metric)
-        elif path.is_file():
-            specs.append(path)
-        elif "/" in metric or path.suffix == ".py" or path.exists():
-            reason = "not a file" if path.exists() else "no such metric script"
-            raise UsageError(metric, f"{reason} (--metric is {names} or a metric.py)")
-        else:
-            raise UsageError(metric, f"--metric is {names} or a metric.py path")
-    return specs
-
-
-def _check_number(option: str, value: float, positive: bool = False) -> None:
-    if not math.isfinite(value):
-        raise UsageError(option, f"must be a finite number, not {value}")
-    if positive and value <= 0:
-        raise UsageError(option, f"must be > 0 seconds, not {value:g}")
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:
@@ -269,9 +242,9 @@ def rescore(
     """
     options: GlobalOptions = ctx.obj
     ks = _parse_ks(k)
-    _check_number("--threshold", threshold)
-    _check_number("--metric-timeout", metric_timeout, positive=True)
-    metrics = _metric_specs(metric)
+    metrics = metric or ["mean"]
+    # the option values' rules (scoring's), checked before --group-by is parsed
+    check_options(ks=ks, threshold=threshold, metrics=metrics, metric_timeout=metric_timeout)
     fields = _parse_group_by(group_by)
     report = api.rescore(
         sources,

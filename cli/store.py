@@ -258,7 +258,7 @@ def gc(
 ) -> None:
     """Remove archive files no revision references (and stale temporaries)."""
     with _store(ctx) as store:
-        report = store.gc(dry_run=dry_run, min_age=min_age)
+        report = api.gc(store, dry_run=dry_run, min_age=min_age)
     if json:
         emit_json(report.model_dump())
         return

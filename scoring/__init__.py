@@ -15,6 +15,7 @@ from scoring._harbor_pass_at_k import harbor_pass_at_k
 from scoring._harbor_rewards import HarborRewards
 from scoring._mean import OutputStats, output_stats
 from scoring._metric_script import DEFAULT_METRIC_TIMEOUT, run_metric_script
+from scoring._options import check_options
 from scoring._partials import Partials
 from scoring._pass_at_k import PassAtK, default_ks, pass_at_k, pass_hat_k
 from scoring._rules import STATUS_NAMES, Attempts, Code, Diagnostics, Status, apply_rules
@@ -48,6 +49,7 @@ __all__ = [
     "Status",
     "View",
     "apply_rules",
+    "check_options",
     "ci95",
     "clt_stderr",
     "cluster_mean_stderr",

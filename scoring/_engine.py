@@ -28,6 +28,7 @@ from scoring._harbor_metrics import metric_name
 from scoring._harbor_parity import harbor_parity
 from scoring._mean import output_stats
 from scoring._metric_script import DEFAULT_METRIC_TIMEOUT
+from scoring._options import check_ks, check_options
 from scoring._partials import CELL_FIELDS, Partials
 from scoring._pass_at_k import default_ks, pass_at_k_and_hat
 from scoring._rules import apply_rules
@@ -38,14 +39,6 @@ __all__ = ["DEFAULT_GROUP_BY", "GROUP_FIELDS", "score", "summarize"]
 
 GROUP_FIELDS = ("agent", "model", "dataset")
 DEFAULT_GROUP_BY: tuple[str, ...] = GROUP_FIELDS
-
-
-def _check_ks(ks: Sequence[int]) -> list[int]:
-    """The k values sorted and deduplicated; ScoringError when one is below 1."""
-    checked = sorted({int(k) for k in ks})
-    if any(k < 1 for k in checked):
-        raise ScoringError(None, "every k must be >= 1")
-    return checked
 
 
 def _check_group_by(group_by: Sequence[str]) -> list[str]:
@@ -134,9 +127,7 @@ def summarize(
     attempts, successes, status, present, measured, sums, sumsq = _reduce(per_cell, starts)
     expected = present > 0
     expected[:, 0] = True
-    ks = (
-        _check_ks(ks) if ks is not None else default_ks(int(attempts.max()) if attempts.size else 0)
-    )
+    ks = check_ks(ks) if ks is not None else default_ks(int(attempts.max()) if attempts.size else 0)
     group_args = (partials, group_fields, per_cell, task_of, expected, outputs, ks)
     pending = pool.submit(_quiet, lambda: _groups(*group_args)) if pool is not None else None
     overall = Block(**_block(attempts, successes, status, measured, sums, expected, outputs, ks))
@@ -227,11 +218,13 @@ def score(
 ) -> ScoreReport:
     """Score every trial of ``table``.
 
-    ``reward_key`` (optional) must match the table's; ``ks`` defaults to 1, 2, 4, 8, … and
-    5, 10, … up to the largest attempt count; ``threshold`` decides success (primary >= it);
-    ``group_by`` ⊆ (agent, model, dataset); ``metrics`` are Harbor metrics (``mean``, ``sum``,
-    ``min``, ``max``) or paths of ``metric.py`` scripts; ``views`` a list of
+    ``reward_key`` (optional) must match the table's; ``ks`` (integers >= 1) defaults to 1, 2,
+    4, 8, … and 5, 10, … up to the largest attempt count; ``threshold`` (finite) decides
+    success (primary >= it); ``group_by`` ⊆ (agent, model, dataset); ``metrics`` are Harbor
+    metrics (``mean``, ``sum``, ``min``, ``max``) or paths of existing ``metric.py`` scripts,
+    each run at most ``metric_timeout`` seconds (> 0); ``views`` a list of
     :class:`~scoring._views.View` or a view file. ``harbor=False`` skips the parity outputs.
+    A bad option is :class:`UsageError` (:mod:`scoring._options`), raised before any work.
     """
     if reward_key is not None and reward_key != table.reward_key:
         raise ScoringError(
@@ -242,8 +235,7 @@ def score(
     if isinstance(views, str | Path):
         views = load_views(views)
     _check_group_by(group_by)  # usage errors first, before a metric script is started
-    if ks is not None:
-        _check_ks(ks)
+    check_options(ks=ks, threshold=threshold, metrics=metrics, metric_timeout=metric_timeout)
     with ThreadPoolExecutor(3, thread_name_prefix="casstore-score") as pool:
         # the parity outputs, the diagnostics and the per-group blocks only read what they
         # are given: on other threads, NumPy's loops (which release the GIL) overlap

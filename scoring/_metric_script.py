@@ -26,7 +26,6 @@ script's whole stderr in its ``stderr`` attribute.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import signal
@@ -38,6 +37,7 @@ from typing import Any
 
 from casstore.errors import UsageError
 from scoring._errors import MetricScriptError
+from scoring._options import check_metric_timeout
 
 __all__ = ["DEFAULT_METRIC_TIMEOUT", "UV_ENV", "find_uv", "metric_command", "run_metric_script"]
 
@@ -116,11 +116,10 @@ def run_metric_script(
     Raises :class:`MetricScriptError` (one line naming the script and the last line of its
     stderr; the whole stderr in ``.stderr``) when the script is missing, exits non-zero, runs
     longer than ``timeout`` seconds or writes no JSON object; :class:`UsageError` when
-    ``timeout`` is not a finite number > 0.
+    ``timeout`` is not a finite number > 0 (:func:`scoring._options.check_metric_timeout`).
     """
     script = Path(script)
-    if not (math.isfinite(timeout) and timeout > 0):
-        raise UsageError(str(script), f"metric timeout must be a number of seconds > 0: {timeout}")
+    check_metric_timeout(timeout)
     if not script.is_file():
         raise MetricScriptError(str(script), "metric script not found")
     with tempfile.TemporaryDirectory(prefix="casstore-metric-") as temp:

@@ -4,7 +4,10 @@ example run on real Harbor data."""
 from __future__ import annotations
 
 import ast
+import inspect
 import json
+import pydoc
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +16,7 @@ import pytest
 
 import casstore
 from tests.conftest import FIXTURES
+from tests.helpers import make_task, store_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB = FIXTURES / "jobs" / "tb2-haiku" / "jobs" / "2026-05-10__01-23-57"
@@ -23,22 +27,28 @@ API = [
     "CheckoutResult",
     "DiscoveredTask",
     "FsckReport",
+    "GcReport",
     "ImportReport",
+    "JobRecord",
     "Jobs",
     "Limits",
     "PackResult",
+    "Progress",
     "PublishResult",
     "RewardTable",
     "ScoreReport",
     "Store",
     "TaskCollection",
     "TasksetResult",
+    "TrialRecord",
     "VerifyResult",
+    "View",
     "checkout",
     "create_taskset",
     "discover_tasks",
     "extract",
     "fsck",
+    "gc",
     "import_jobs",
     "open_store",
     "pack",
@@ -49,6 +59,14 @@ API = [
 ]
 
 
+def _python(script: str) -> str:
+    """The stdout of ``python -c script`` run in a fresh interpreter from the repository."""
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
 def test_all_is_exactly_the_api() -> None:
     assert casstore.__all__ == API
     for name in API:
@@ -56,6 +74,43 @@ def test_all_is_exactly_the_api() -> None:
         assert name in dir(casstore)
     with pytest.raises(AttributeError, match="no attribute 'pack_tree'"):
         _ = casstore.pack_tree
+
+
+def test_dir_lists_the_public_names_and_the_base_modules() -> None:
+    assert dir(casstore) == sorted([*API, "digest", "errors", "names"])
+    script = (
+        "import casstore; "
+        "print(casstore.names.default_name('org/task'), casstore.errors.UsageError.kind, "
+        "casstore.digest.Digest.__name__)"
+    )
+    assert _python(script) == "org-task usage Digest\n"
+
+
+def test_signatures_read_as_written() -> None:
+    signature = inspect.signature(casstore.checkout)
+    assert repr(signature.parameters["progress"].default) == "NO_PROGRESS"
+    shown = pydoc.render_doc(casstore, renderer=pydoc.plaintext)
+    assert "_NoProgress object" not in shown and "progress: 'Progress' = NO_PROGRESS" in shown
+
+
+def test_gc_is_the_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``casstore.gc`` removes what ``casstore gc`` removes (the command calls it)."""
+    root = tmp_path / "store"
+    task = make_task(tmp_path)
+    with casstore.open_store(root) as store:
+        casstore.publish(store, task)
+        orphan = casstore.publish(store, task, "orphan", compression="zstd")[0]
+        store.index.write(lambda txn: txn.delete("tasks", "default/orphan"))
+        store.index.write(lambda txn: txn.delete("revisions", orphan.revision))
+        listed = casstore.gc(store, dry_run=True, min_age=0)
+        assert isinstance(listed, casstore.GcReport) and listed.removed == [orphan.archive_ref]
+        with pytest.raises(casstore.errors.UsageError, match="min_age: expected a number"):
+            casstore.gc(store, min_age="0")
+    code, shown, _ = store_cli(capsys, root, "gc", "--dry-run", "--min-age", "0", "--json")
+    assert (code, shown) == (0, listed.model_dump())
+    with casstore.open_store(root) as store:
+        assert casstore.gc(store, min_age=0).removed == [orphan.archive_ref]
+        assert casstore.gc(store, min_age=0).removed == []
 
 
 def test_type_imports_name_the_same_homes() -> None:
@@ -79,10 +134,7 @@ def test_import_casstore_loads_nothing_heavy() -> None:
         "print(sorted(m for m in ('numpy', 'harbor', 'lmdb', 'pydantic', 'scoring') "
         "if m in sys.modules))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    assert done.stdout.strip() == "[]"
+    assert _python(script).strip() == "[]"
 
 
 @pytest.mark.realdata
@@ -152,3 +204,16 @@ def test_readme_example_runs(tmp_path: Path) -> None:
         "example-task-airgapped",
         "three-body-problem",
     ]
+
+
+def test_docstrings_and_readme_say_what_store_members_are() -> None:
+    """A ``:meth:`` reference names a method, an ``:attr:`` one an attribute; ``Store.fsck``
+    and the README say that it leaves the imported jobs to ``casstore.fsck``."""
+    for name in casstore.__all__:
+        doc = inspect.getdoc(getattr(casstore, name)) or ""
+        for role, member in re.findall(r":(meth|attr):`Store\.(\w+)`", doc):
+            is_method = inspect.isfunction(inspect.getattr_static(casstore.Store, member))
+            assert is_method == (role == "meth"), f"{name}: :{role}:`Store.{member}`"
+    assert "casstore.fsck(store)" in (casstore.Store.fsck.__doc__ or "")
+    (row,) = [line for line in _readme_api().splitlines() if line.startswith("| `open_store(")]
+    assert "`fsck` of the archives and references only" in row

@@ -203,12 +203,22 @@ def test_hanging_metric_script_times_out(tmp_path: Path) -> None:
     assert str(caught.value) == f"{silent}: metric script timed out after 0.5 s"
 
 
-@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf")])
-def test_metric_timeout_must_be_positive(template: Path, timeout: float) -> None:
+@pytest.mark.parametrize(
+    ("timeout", "rule"),
+    [
+        (0, "must be > 0 seconds, not 0"),
+        (-1, "must be > 0 seconds, not -1"),
+        (float("nan"), "must be a finite number, not nan"),
+        (float("inf"), "must be a finite number, not inf"),
+    ],
+)
+def test_metric_timeout_must_be_positive(template: Path, timeout: float, rule: str) -> None:
+    # the rule and message of casstore rescore --metric-timeout (scoring._options)
     from casstore.errors import UsageError
 
-    with pytest.raises(UsageError, match="> 0"):
+    with pytest.raises(UsageError) as raised:
         run_metric_script(template, [None], timeout=timeout)
+    assert str(raised.value) == f"--metric-timeout: {rule}"
 
 
 def test_metric_script_must_write_a_json_object(tmp_path: Path) -> None:
@@ -518,6 +528,8 @@ def test_huge_rewards_give_no_warnings_and_usage_errors_come_first(tmp_path: Pat
     # before a metric script is started
     import warnings
 
+    from casstore.errors import UsageError
+
     rows = [{"task": f"t{i}", "rewards": {"reward": v}} for i, v in enumerate([1e308, 1e308, 0.5])]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -526,7 +538,7 @@ def test_huge_rewards_give_no_warnings_and_usage_errors_come_first(tmp_path: Pat
     marker = tmp_path / "started"
     script = tmp_path / "metric.py"
     script.write_text(f"open({str(marker)!r}, 'w').close()\nimport time\ntime.sleep(60)\n")
-    with pytest.raises(ScoringError, match="every k must be >= 1"):
+    with pytest.raises(UsageError, match="--k: every k must be an integer >= 1"):
         score(make_table(rows), ks=[0], metrics=[script], metric_timeout=30)
     with pytest.raises(ScoringError, match="cannot group by"):
         score(make_table(rows), group_by=["bogus"], metrics=[script], metric_timeout=30)

@@ -27,13 +27,14 @@ from typing import Literal, Protocol
 import zstandard
 from isal.isal_zlib import crc32  # ISA-L: zlib's CRC-32 at ~6x its speed
 
-from casstore.errors import CorruptArchiveError, NotCanonicalError
+from casstore.errors import CorruptArchiveError, NotCanonicalError, UsageError
 
 __all__ = [
     "COMPRESSIONS",
     "STREAM_BLOCK",
     "Compression",
     "Encoder",
+    "check_compression",
     "decode",
     "detect",
     "new_encoder",
@@ -79,8 +80,18 @@ def workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 
 
+def check_compression(compression: object) -> Compression:
+    """``compression`` when it is one of :data:`COMPRESSIONS`; UsageError naming it otherwise
+    (an archive is never written with a compression nobody asked for)."""
+    if isinstance(compression, str) and compression in COMPRESSIONS:
+        return compression
+    raise UsageError("compression", f"{compression!r} is not gzip, zstd or none")
+
+
 def new_encoder(compression: Compression, write: Write) -> Encoder:
-    """An encoder for ``compression`` that passes compressed bytes to ``write`` in order."""
+    """An encoder for ``compression`` that passes compressed bytes to ``write`` in order;
+    UsageError for an unknown compression (:func:`check_compression`)."""
+    compression = check_compression(compression)
     if compression == "gzip":
         return _GzipEncoder(write)
     if compression == "zstd":

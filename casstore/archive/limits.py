@@ -20,7 +20,8 @@ _SIZE = re.compile(r"\s*(\d+)\s*([kmg]?i?b?)\s*", re.IGNORECASE)
 
 
 class Limits(BaseModel):
-    """Bounds on what one archive may hold. Sizes are bytes; all must be positive.
+    """Bounds on what one archive may hold. Sizes are bytes; all are ints > 0 (anything else,
+    or an unknown name, is a one-line :class:`UsageError` naming the limit).
 
     ``max_entries``: entries below and including the top-level directory.
     ``max_file_bytes``: size of one regular file.
@@ -32,7 +33,7 @@ class Limits(BaseModel):
     ``max_config_bytes``: task.toml, read in memory to validate it.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     max_entries: int = Field(100_000, gt=0)
     max_file_bytes: int = Field(4 * GiB, gt=0)
@@ -42,6 +43,14 @@ class Limits(BaseModel):
     max_metadata_bytes: int = Field(64 * KiB, gt=0)
     max_path_bytes: int = Field(4096, gt=0)
     max_config_bytes: int = Field(1 * MiB, gt=0)
+
+    def __init__(self, **limits: int) -> None:
+        """UsageError (one line, naming the limit) for an unknown limit or a value that is
+        not a whole number > 0."""
+        try:
+            super().__init__(**limits)
+        except ValidationError as error:
+            raise _refused(error) from None
 
     def check(self, limit: str, value: int, path: str | None) -> None:
         """Raise :class:`LimitError` naming ``limit``, ``value`` and ``path`` if over."""
@@ -66,8 +75,18 @@ class Limits(BaseModel):
             updates[name] = parse_size(value)
         try:
             return type(self).model_validate(self.model_dump() | updates)
-        except ValidationError as error:
+        except UsageError as error:  # what __init__ makes of the ValidationError
             raise UsageError(", ".join(assignments), "limits must be positive") from error
+
+
+def _refused(error: ValidationError) -> UsageError:
+    """The first problem of a refused :class:`Limits`, as a one-line UsageError."""
+    problem = error.errors()[0]
+    name = ".".join(str(part) for part in problem["loc"])
+    if problem["type"] == "extra_forbidden":
+        return UsageError(name, f"not a limit (one of {', '.join(Limits.model_fields)})")
+    shown = f"{problem['input']!r} ({type(problem['input']).__name__})"
+    return UsageError(name, f"a limit is a whole number > 0 (bytes or entries), not {shown}")
 
 
 def parse_size(text: str) -> int:

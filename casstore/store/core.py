@@ -12,6 +12,7 @@ tasks, tasksets, lookup, checkout, fsck, gc) and takes the store as a
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from casstore.errors import UsageError, is_text, printable
@@ -25,7 +26,7 @@ from casstore.store.publish import publish, retry
 from casstore.store.tasks import Tasks
 from casstore.store.tasksets import Tasksets
 
-__all__ = ["NO_STORE", "Store", "is_store"]
+__all__ = ["NO_STORE", "Store", "check_store", "is_store"]
 
 NO_STORE = "no casstore store here (publish something first, or pass --store DIR)"
 
@@ -44,7 +45,8 @@ class Store:
 
     ``tasks`` and ``tasksets`` give ``create``/``replace``/``get``/``list``; ``publish`` and
     ``retry`` write archives; ``resolve``, ``revision``, ``checkout``, ``fsck`` and ``gc``
-    run the operations of their modules on this store.
+    run the operations of their modules on this store. ``fsck`` checks the archives and
+    references only: ``casstore.fsck(store)`` checks the imported jobs too.
     """
 
     def __init__(
@@ -66,11 +68,20 @@ class Store:
         self.root.mkdir(parents=True, exist_ok=True)
         self.index = Index(self.root / "index", map_size, create=create)
         self.filesets = Filesets(self.root / "filesets")
-        self.tasks = Tasks(self)
-        self.tasksets = Tasksets(self)
+
+    @property
+    def tasks(self) -> Tasks:
+        """The task names: ``create``/``replace`` publish, ``get``/``list`` read."""
+        return Tasks(self)
+
+    @property
+    def tasksets(self) -> Tasksets:
+        """The taskset names: ``create``/``replace`` pin task revisions, ``get``/``list`` read."""
+        return Tasksets(self)
 
     def close(self) -> None:
-        """Close the index."""
+        """Close the index (idempotent); using the store afterwards is StoreError "the store
+        is closed". Dropping the last reference to a store closes it too."""
         self.index.close()
 
     def __enter__(self) -> Store:
@@ -88,3 +99,15 @@ class Store:
     checkout = checkout
     fsck = fsck
     gc = gc
+
+
+def check_store(value: object, argument: str = "store") -> Store:
+    """``value`` when it is a :class:`Store`; UsageError naming ``argument`` otherwise (a path
+    is not opened behind the caller's back: who opens a store closes it)."""
+    if isinstance(value, Store):
+        return value
+    if isinstance(value, str | os.PathLike):
+        rule = f"expected a Store, not the path {str(value)!r}: open it with casstore.open_store"
+    else:
+        rule = f"expected a Store (casstore.open_store), not {type(value).__name__}"
+    raise UsageError(argument, rule)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeGuard, TypeVar
+from typing import Any, NoReturn, TypeGuard, TypeVar, cast
 
 import lmdb
 
@@ -202,6 +202,7 @@ class Index:
     def __init__(self, path: Path, map_size: int = DEFAULT_MAP_SIZE, create: bool = True) -> None:
         if create:
             path.mkdir(parents=True, exist_ok=True)
+        self._path = path
         self.env = self._open_env(path, map_size, create)
         try:
             check_data_file(self.env, path / "data.mdb")
@@ -363,14 +364,28 @@ class Index:
         return self.env.info()["map_size"]
 
     def close(self) -> None:
-        """Close the environment (idempotent)."""
+        """Close the environment (idempotent); any later use is StoreError (:class:`_Closed`)."""
         self.env.close()
+        self.env = cast(lmdb.Environment, _Closed(self._path))
 
     def __enter__(self) -> Index:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _Closed:
+    """:attr:`Index.env` once closed: ``close()`` does nothing, any other use is StoreError."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def close(self) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise StoreError(str(self._path), "the store is closed")
 
 
 def _schema_refused(version: object) -> StoreError:

@@ -12,11 +12,11 @@ from typing import Any, cast
 
 from pydantic import BaseModel
 
-from casstore.archive.compress import Compression
+from casstore.archive.compress import Compression, check_compression
 from casstore.archive.discover import DiscoveredTask
 from casstore.archive.limits import Limits
 from casstore.archive.scan import scan_tree
-from casstore.errors import PublicationError, StoreError
+from casstore.errors import PublicationError, StoreError, UsageError
 from casstore.names import check_name, check_prefix, default_name
 from casstore.store.fileset import DEFAULT_FILESET, ArchiveRef, Filesets, StoredArchive
 from casstore.store.handle import StoreHandle
@@ -30,7 +30,7 @@ from casstore.store.records import (
     now,
 )
 
-__all__ = ["NAME_EXISTS", "PreparedTask", "PublishResult", "publish", "retry"]
+__all__ = ["NAME_EXISTS", "PreparedTask", "PublishResult", "check_task", "publish", "retry"]
 
 NAME_EXISTS = "a task of that name exists (publish without --create to add a revision)"
 
@@ -83,6 +83,15 @@ class _Target:
     damaged: TaskRevision | None = None
 
 
+def check_task(value: object, argument: str = "task") -> DiscoveredTask:
+    """``value`` when it is a :class:`DiscoveredTask`; UsageError naming ``argument``
+    otherwise."""
+    if isinstance(value, DiscoveredTask):
+        return value
+    rule = f"expected a DiscoveredTask (casstore.discover_tasks), not {type(value).__name__}"
+    raise UsageError(argument, rule)
+
+
 def publish(
     store: StoreHandle,
     task: DiscoveredTask,
@@ -107,11 +116,14 @@ def publish(
     its content digest differs from the discovered one; the archive is stored, read back
     and verified; then registered in one write transaction. ``create=True``: StoreError
     if the name exists. A failure after the archive was stored raises
-    :class:`PublicationError` whose ``prepared`` :func:`retry` accepts.
+    :class:`PublicationError` whose ``prepared`` :func:`retry` accepts. UsageError for a
+    ``task`` that is no DiscoveredTask, a compression other than gzip, zstd or none (checked
+    before the store is read: also when the revision would be reused).
     """
+    task = check_task(task)
     name = check_name(name) if name is not None else default_name(task.id)
     workspace, fileset = check_name(workspace), check_name(fileset)
-    target = _Target(workspace, fileset, check_prefix(prefix), compression)
+    target = _Target(workspace, fileset, check_prefix(prefix), check_compression(compression))
     limits = limits or Limits()
     key = f"{workspace}/{name}"
     existing = store.index.read(lambda txn: latest_revision(txn, key))

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from casstore.progress import Progress
-from casstore.store.core import Store
+from casstore.store.core import Store, check_store
 from casstore.table.columns import RewardTable
 from casstore.trials import importing, stored
 from casstore.trials.records import ImportReport, JobRecord, TrialRecord
@@ -23,10 +23,11 @@ __all__ = ["Jobs"]
 
 
 class Jobs:
-    """The imported jobs of ``store`` (see :mod:`casstore.trials.stored` for the databases)."""
+    """The imported jobs of ``store``, an open :class:`Store` (UsageError otherwise; see
+    :mod:`casstore.trials.stored` for the databases)."""
 
     def __init__(self, store: Store) -> None:
-        self.store = store
+        self.store = check_store(store)
 
     def import_jobs(
         self,
