@@ -20,8 +20,9 @@ aborts it itself; :meth:`Index.reserve` grows the map ahead of a big write.
 
 A damaged index is :class:`~casstore.errors.CorruptStoreError`, never a crash: every stored value is
 decoded through :func:`casstore.store.values.decode` (naming ``db/key``), and opening checks
-``data.mdb`` against LMDB's meta pages before any other page is read (:func:`check_data_file`): a
-file truncated below the pages LMDB has written would otherwise end the process with SIGBUS.
+``data.mdb`` against LMDB's meta pages before any other page is read
+(:func:`casstore.store.environment.check_data_file`): a file truncated below the pages LMDB has
+written would otherwise end the process with SIGBUS.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from typing import Any, NoReturn, TypeGuard, TypeVar, cast
 
 import lmdb
 
-from casstore.errors import CorruptStoreError, StoreError
+from casstore.errors import StoreError
+from casstore.store.environment import open_environment
 from casstore.store.values import decode, decode_value, encode_value
 
 __all__ = [
@@ -42,7 +44,6 @@ __all__ = [
     "Index",
     "Txn",
     "WriteTxn",
-    "check_data_file",
 ]
 
 SCHEMA_VERSION = 3
@@ -193,22 +194,18 @@ class WriteTxn(Txn):
 class Index:
     """The LMDB environment of a store (see the module docstring). Use as a context manager.
 
-    Raises :class:`StoreError` when the environment cannot be opened (``create=False``: also
-    when it does not exist) or its schema version is neither :data:`SCHEMA_VERSION` nor one of
+    Raises :class:`StoreError` when the environment cannot be opened (``create=False``: also when it
+    does not exist) or its schema version is neither :data:`SCHEMA_VERSION` nor one of
     :data:`UPGRADED_SCHEMAS`; :class:`CorruptStoreError` when ``data.mdb`` is damaged (see
-    :func:`check_data_file`). Opening writes nothing to an index whose databases all exist.
+    :func:`casstore.store.environment.open_environment`). Opening writes nothing to an index whose
+    databases all exist.
     """
 
     def __init__(self, path: Path, map_size: int = DEFAULT_MAP_SIZE, create: bool = True) -> None:
         if create:
             path.mkdir(parents=True, exist_ok=True)
         self._path = path
-        self.env = self._open_env(path, map_size, create)
-        try:
-            check_data_file(self.env, path / "data.mdb")
-        except CorruptStoreError:
-            self.env.close()
-            raise
+        self.env = open_environment(path, map_size, len(DATABASES) + 2, create)
         self.dbs = self._open_dbs()
         self._older = False  # an older schema, marked by the first write transaction
         try:
@@ -222,30 +219,6 @@ class Index:
         except BaseException:
             self.env.close()
             raise
-
-    @staticmethod
-    def _open_env(path: Path, map_size: int, create: bool) -> lmdb.Environment:
-        """The LMDB environment at ``path``. An existing empty ``data.mdb`` (LMDB would
-        silently start a new index in it) or one LMDB refuses as not an LMDB file is
-        :class:`CorruptStoreError`; any other failure :class:`StoreError`."""
-        data = path / "data.mdb"
-        if _size(data) == 0:
-            raise CorruptStoreError(str(data), "data.mdb is 0 bytes, the index needs 2 pages")
-        try:
-            return lmdb.open(
-                str(path),
-                map_size=map_size,
-                max_dbs=len(DATABASES) + 2,
-                lock=True,
-                subdir=True,
-                readahead=False,
-                create=create,
-            )
-        except lmdb.InvalidError as error:
-            rule = f"data.mdb ({_size(data)} bytes) is not an LMDB file"
-            raise CorruptStoreError(str(data), rule) from error
-        except lmdb.Error as error:
-            raise StoreError(str(path), f"cannot open the index: {error}") from error
 
     def _open_dbs(self) -> dict[str, Any]:
         """The named databases (created when missing); retried when another process grew the
@@ -391,27 +364,3 @@ class _Closed:
 def _schema_refused(version: object) -> StoreError:
     """The error for an index of a newer or unknown schema."""
     return StoreError("index", f"schema version {version}, expected {SCHEMA_VERSION}")
-
-
-def _size(path: Path) -> int | None:
-    """The size of the file at ``path``, None when there is none."""
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return None
-
-
-def check_data_file(env: lmdb.Environment, data: Path) -> None:
-    """Raise :class:`CorruptStoreError` (naming ``data``) when the file is shorter than the
-    pages LMDB's meta pages account for: two meta pages, and pages ``0..last_pgno`` of the
-    latest commit. Reads only the meta pages (LMDB read both when opening, so they are in
-    the file); run before any other page is touched, which past the end of the file would
-    end the process with SIGBUS. A new index passes: LMDB writes its two meta pages when it
-    creates the file."""
-    page = env.stat()["psize"]
-    pages = max(2, env.info()["last_pgno"] + 1)  # before the size: commits only grow the file
-    size = _size(data) or 0
-    if size < pages * page:
-        need = pages * page
-        rule = f"data.mdb is {size} bytes, the index needs {need} ({pages} pages of {page})"
-        raise CorruptStoreError(str(data), rule)
