@@ -313,6 +313,14 @@ def test_two_tasks_with_one_name_are_bad_usage_before_any_work(tasks, tmp_path, 
     assert not folder.exists()
 
 
+def test_a_path_without_a_name_is_bad_usage_before_any_work(tasks, tmp_path, capsys):
+    folder = tmp_path / "out"
+    code, out, err = run_cli(capsys, "pack", str(tasks[0]), "/", "-o", str(folder))
+    assert (code, out) == (2, "")
+    assert err == "casstore: /: has no name to give its archive; pack it with -o FILE\n"
+    assert not folder.exists()
+
+
 def test_the_output_folder_needs_its_parent(tasks, tmp_path, capsys):
     folder = tmp_path / "no" / "out"
     code, out, err = run_cli(capsys, "pack", str(tasks[0]), str(tasks[1]), "-o", str(folder))

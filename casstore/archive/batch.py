@@ -87,13 +87,15 @@ def archive_paths(sources: Sequence[Path], out_dir: Path, compression: Compressi
     """Where each of ``sources`` is packed in ``out_dir`` (:func:`archive_name`).
     UsageError naming the later source when two would write the same file."""
     seen: dict[str, Path] = {}
+    paths = []
     for source in sources:
         name = archive_name(source, compression)
         if name in seen:
             rule = f"its archive {name} would overwrite that of {seen[name]}; pack them apart"
             raise UsageError(str(source), rule)
         seen[name] = source
-    return [out_dir / name for name in seen]
+        paths.append(out_dir / name)
+    return paths
 
 
 def pack_into(
