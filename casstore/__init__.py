@@ -61,11 +61,14 @@ if TYPE_CHECKING:
         import_jobs,
         open_store,
         pack,
+        pack_into,
         publish,
         replace_taskset,
         rescore,
         verify,
+        verify_each,
     )
+    from casstore.archive.batch import Outcome
     from casstore.archive.discover import DiscoveredTask, TaskCollection
     from casstore.archive.limits import Limits
     from casstore.archive.pack import PackResult
@@ -93,6 +96,7 @@ __all__ = [
     "JobRecord",
     "Jobs",
     "Limits",
+    "Outcome",
     "PackResult",
     "Progress",
     "PublishResult",
@@ -113,10 +117,12 @@ __all__ = [
     "import_jobs",
     "open_store",
     "pack",
+    "pack_into",
     "publish",
     "replace_taskset",
     "rescore",
     "verify",
+    "verify_each",
 ]
 
 _HOMES = {
@@ -129,6 +135,7 @@ _HOMES = {
     "JobRecord": "casstore.trials.records",
     "Jobs": "casstore.trials.jobstore",
     "Limits": "casstore.archive.limits",
+    "Outcome": "casstore.archive.batch",
     "PackResult": "casstore.archive.pack",
     "Progress": "casstore.progress",
     "PublishResult": "casstore.store.publish",

@@ -6,11 +6,13 @@ command of the same name runs; the CLI adds only argument parsing and printing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from casstore import arguments
+from casstore.archive import batch
+from casstore.archive.batch import Outcome
 from casstore.archive.compress import Compression, check_compression
 from casstore.archive.discover import DiscoveredTask, TaskCollection, discover
 from casstore.archive.limits import Limits
@@ -50,10 +52,12 @@ __all__ = [
     "import_jobs",
     "open_store",
     "pack",
+    "pack_into",
     "publish",
     "replace_taskset",
     "rescore",
     "verify",
+    "verify_each",
 ]
 
 
@@ -88,6 +92,37 @@ def verify(
     :func:`casstore.archive.read.verify_archive`."""
     archive, expect = arguments.path(archive, "archive"), arguments.address(expect)
     return verify_archive(archive, expect, arguments.limits(limits))
+
+
+def verify_each(
+    archives: Iterable[Path | str] | Path | str, limits: Limits | None = None
+) -> Iterator[Outcome[VerifyResult]]:
+    """Verify each of ``archives`` (one path, or several) in turn, as :func:`verify` does
+    without an expected address: one :class:`~casstore.archive.batch.Outcome` per archive, in
+    order, each yielded as soon as it is done; an archive that fails (its ``error``) does not
+    stop the others. See :func:`casstore.archive.batch.verify_each`; ``casstore verify FILE...``
+    runs it."""
+    paths = [Path(item) for item in arguments.paths(archives, "archives")]
+    return batch.verify_each(paths, arguments.limits(limits))
+
+
+def pack_into(
+    sources: Iterable[Path | str] | Path | str,
+    out_dir: Path | str,
+    compression: Compression = "gzip",
+    limits: Limits | None = None,
+) -> Iterator[Outcome[PackResult]]:
+    """Pack each task directory of ``sources`` into the folder ``out_dir`` (made when
+    missing) as ``<task dir name>.tar.gz`` (``.tar.zst``, ``.tar``): one
+    :class:`~casstore.archive.batch.Outcome` per task, in order, as the iterator is consumed;
+    a task that fails does not stop the others. Two tasks that would get the same file name,
+    or a folder that cannot be made, are a :class:`~casstore.errors.UsageError` before any
+    work. See :func:`casstore.archive.batch.pack_into`; ``casstore pack DIR... -o OUTDIR``
+    runs it."""
+    paths = [Path(item) for item in arguments.paths(sources, "sources")]
+    folder = arguments.path(out_dir, "out_dir")
+    compression = check_compression(compression)
+    return batch.pack_into(paths, folder, compression, arguments.limits(limits))
 
 
 def extract(

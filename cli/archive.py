@@ -1,9 +1,13 @@
-"""``casstore pack``, ``verify`` and ``extract``: one archive, no store."""
+"""``casstore pack``, ``verify`` and ``extract``: archives, no store.
+
+``verify`` takes several files and ``pack`` several task directories (into a folder) in one
+process (:mod:`casstore.archive.batch`): one line, or one JSON Lines object, per input."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -13,21 +17,46 @@ from casstore.errors import CheckError
 from cli.options import CompressionOption, JsonOption, LimitOption, limits_from
 from cli.output import emit_json, fail, out_console
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from casstore.archive.batch import Outcome
+    from casstore.archive.compress import Compression
+    from casstore.archive.limits import Limits
+    from casstore.archive.pack import PackResult
+    from casstore.archive.read import VerifyResult
+
 __all__ = ["register"]
 
 ExpectOption = Annotated[
-    str | None, typer.Option("--expect", metavar="ADDRESS", help="Required sha256:<hex> address.")
+    str | None,
+    typer.Option(
+        "--expect", metavar="ADDRESS", help="Required sha256:<hex> address (one FILE only)."
+    ),
 ]
 
 
 def pack(
-    task_dir: Annotated[Path, typer.Argument(help="The Harbor task directory to pack.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Archive file to write.")],
+    task_dirs: Annotated[
+        list[Path], typer.Argument(metavar="TASK_DIR", help="The Harbor task directories.")
+    ],
+    output: Annotated[
+        Path,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Archive file to write; with several TASK_DIRs (or an existing directory) "
+            "the folder receiving <task dir name>.tar.gz (.tar.zst, .tar).",
+        ),
+    ],
     compression: CompressionOption = "gzip",
     limit: LimitOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Pack a task directory into a deterministic archive; print its address."""
+    """Pack task directories into deterministic archives; print each address."""
+    if len(task_dirs) > 1 or output.is_dir():
+        raise typer.Exit(_pack_many(task_dirs, output, compression, limits_from(limit), json))
+    task_dir = task_dirs[0]
     result = pack_tree(task_dir, output, compression, limits_from(limit))
     if json:
         emit_json(result.to_json())
@@ -40,13 +69,18 @@ def pack(
 
 
 def verify(
-    archive: Annotated[Path, typer.Argument(help="The archive file to check.")],
+    archives: Annotated[
+        list[Path], typer.Argument(metavar="FILE", help="The archive files to check.")
+    ],
     expect: ExpectOption = None,
     limit: LimitOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Check an archive (address, bounds, names, links, layout, canonical form)."""
+    """Check archives (address, bounds, names, links, layout, canonical form)."""
     limits = limits_from(limit)
+    if len(archives) > 1:
+        raise typer.Exit(_verify_many(archives, expect, limits, json))
+    archive = archives[0]
     try:
         result = verify_archive(archive, expect, limits)
     except CheckError as error:
@@ -67,6 +101,100 @@ def verify(
         return
     out_console.print(f"ok {result.address}  {archive}")
     out_console.print(f"content {result.content_digest}  entries {result.entries}")
+
+
+def _verify_many(archives: list[Path], expect: str | None, limits: Limits, json: bool) -> int:
+    """``verify`` of several archives: one line (or JSON object) each, in order; returns the
+    exit status of the worst."""
+    from casstore.archive.batch import verify_each  # here: for start-up time
+    from casstore.errors import UsageError
+
+    if expect is not None:
+        raise UsageError("--expect", f"one address checks one FILE, and {len(archives)} were given")
+
+    def line(outcome: Outcome[VerifyResult], result: VerifyResult) -> str:
+        return (
+            f"ok {result.address}  content {result.content_digest}  entries {result.entries}  "
+            f"{outcome.archive}"
+        )
+
+    def named(outcome: Outcome[VerifyResult]) -> dict[str, object]:
+        return {"archive": str(outcome.archive)}
+
+    blank: dict[str, object] = {"address": None, "content_digest": None, "entries": None}
+    return _report_each(verify_each(archives, limits), named, blank, line, json)
+
+
+def _pack_many(
+    task_dirs: list[Path], folder: Path, compression: Compression, limits: Limits, json: bool
+) -> int:
+    """``pack`` into the folder ``folder``: one line (or JSON object) per task, in order;
+    returns the exit status of the worst."""
+    from casstore.archive.batch import pack_into  # here: for start-up time
+
+    def line(outcome: Outcome[PackResult], result: PackResult) -> str:
+        return (
+            f"{result.address}  content {result.content_digest}  entries {result.entries}  "
+            f"payload {result.payload_bytes} B  archive {result.archive_bytes} B  "
+            f"{outcome.archive}"
+        )
+
+    def named(outcome: Outcome[PackResult]) -> dict[str, object]:
+        return {"source": str(outcome.source), "archive": str(outcome.archive)}
+
+    return _report_each(pack_into(task_dirs, folder, compression, limits), named, {}, line, json)
+
+
+def _report_each[R: (PackResult, VerifyResult)](
+    outcomes: Iterator[Outcome[R]],
+    named: Callable[[Outcome[R]], dict[str, object]],
+    blank: dict[str, object],
+    line: Callable[[Outcome[R], R], str],
+    json: bool,
+) -> int:
+    """Report each input of several as it is done: a failure as its error line on stderr, a
+    success as its ``line`` on stdout; with ``--json`` each as one JSON Lines object on stdout
+    (``named`` first, then ``ok``; a failure's ``blank`` fields before its error). Returns the
+    worst exit status: 2 over 1 over 0."""
+    codes = []
+    for outcome in outcomes:
+        codes.append(outcome.exit_code)
+        if outcome.error is not None:
+            fail(outcome.message(), outcome.exit_code)
+            failed = {"ok": False, **blank, "error": outcome.error.to_json()}
+            if json:
+                _print_line(_json_line(named(outcome) | failed))
+        elif outcome.result is not None and json:
+            _print_line(_json_line(named(outcome) | {"ok": True} | outcome.result.to_json()))
+        elif outcome.result is not None:
+            _print_line(line(outcome, outcome.result))
+    return max(codes, default=0)
+
+
+def _json_line(payload: dict[str, object]) -> str:
+    """``payload`` as one line of compact JSON (JSON Lines), its texts printable anywhere."""
+    import json
+
+    return json.dumps(_printable(payload), ensure_ascii=False, separators=(",", ":"))
+
+
+def _printable(value: object) -> object:
+    """``value`` with every text in it :func:`~casstore.errors.printable`."""
+    from casstore.errors import printable
+
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {key: _printable(item) for key, item in value.items()}
+    return value
+
+
+def _print_line(line: str) -> None:
+    """Write one line on stdout, as it is (no rich markup), printable anywhere."""
+    from casstore.errors import printable
+
+    sys.stdout.write(printable(line) + "\n")
+    sys.stdout.flush()
 
 
 def extract(

@@ -32,6 +32,7 @@ API = [
     "JobRecord",
     "Jobs",
     "Limits",
+    "Outcome",
     "PackResult",
     "Progress",
     "PublishResult",
@@ -52,10 +53,12 @@ API = [
     "import_jobs",
     "open_store",
     "pack",
+    "pack_into",
     "publish",
     "replace_taskset",
     "rescore",
     "verify",
+    "verify_each",
 ]
 
 
