@@ -674,7 +674,8 @@ def test_cli_import_real_jobs_folder_and_not_above(fixtures_dir: Path, tmp_path:
     code, full, _ = store_cli(
         capsys, store, "import", str(fixtures_dir / "jobs/full-trials"), "--json"
     )
-    assert code == 0 and full["trials"] == 3
+    # three trial directories of that job (their config.json name it): the same job
+    assert (code, full["job"], full["trials"], full["imported"]) == (0, report["job"], 89, 0)
 
 
 def test_cli_export_output_checked_and_no_temporary_left(tmp_path: Path, capsys) -> None:

@@ -6,6 +6,10 @@ job's reward table is rebuilt. Importing with another ``reward_key`` rebuilds th
 the records' reward-key metadata. A report's ``imported`` counts only the trials the store did
 not hold before (re-importing the same job or saved-trials file reports 0 new).
 
+A job directory's job id is Harbor's id of the job whatever moment it is imported at
+(:mod:`casstore.trials.identity`); a job stored under a former id of the directory is adopted
+first (:mod:`casstore.trials.adopt`): one Harbor job is one stored job.
+
 A job keeps the name it was first imported with: re-importing it with another ``name`` is
 refused (:class:`UsageError` naming the job and its current name), so that the name it was
 known by never stops resolving.
@@ -27,8 +31,9 @@ from pathlib import Path
 from casstore.errors import CheckError, UsageError, is_text, printable
 from casstore.progress import Progress
 from casstore.store.index import Index, Txn
-from casstore.trials.files import job_id_at
+from casstore.trials.adopt import adopt_former
 from casstore.trials.find import find_jobs, subdir_names
+from casstore.trials.identity import job_identity_at
 from casstore.trials.imported import ImportedJob
 from casstore.trials.read import paused_gc, read_job
 from casstore.trials.records import ImportReport, JobRecord, TrialRecord
@@ -107,7 +112,9 @@ def _import_dir(
 ) -> ImportReport:
     """Import one job directory (``trial_dirs``: its subdirectories' names): a new job
     written while parsed, else the new trial directories merged with the stored ones."""
-    job_id = job_id_at(job_dir)  # as read_job gives it: the stream writes under this id
+    identity = job_identity_at(job_dir, trial_dirs)
+    job_id = identity.id  # read_job is given it: the stream writes under this id
+    adopt_former(index, str(job_dir.resolve()), identity, trial_dirs)
     existing = index.read(lambda txn: txn.get("jobs", job_id))
     existing_record = stored_job(job_id, existing) if existing else None
     _check_name(str(job_dir), job_id, name, existing_record)
@@ -127,6 +134,7 @@ def _import_dir(
             name=name or (existing_record.name if existing_record else None),
             skip=skip & set(trial_dirs),  # Harbor names trial directories after their trials
             trial_dirs=trial_dirs,
+            job_id=job_id,
             dictionary=dictionary,
             progress=advance,
             sink=stream,

@@ -107,8 +107,9 @@ def jobs(index: Index) -> list[JobRecord]:
 
 
 def job_record(index: Index, job: str) -> JobRecord:
-    """The job with id or name ``job``. UnknownReferenceError if none (or a name is shared
-    by several jobs: use the id); CorruptStoreError when a job record it reads is damaged."""
+    """The job with id or name ``job``, else the one whose ``aliases`` hold it (a job adopted
+    under another id). UnknownReferenceError if none (or a name is shared by several jobs:
+    use the id); CorruptStoreError when a job record it reads is damaged."""
 
     if not is_text(job):
         raise UnknownReferenceError(printable(job), "no imported job with that id or name")
@@ -117,20 +118,23 @@ def job_record(index: Index, job: str) -> JobRecord:
         raw = txn.get("jobs", job)
         if raw is not None:
             return stored_job(job, raw)
-        named = [(key, raw) for key, raw in txn.items("jobs") if _name_of(key, raw) == job]
-        if len(named) == 1:
-            return stored_job(*named[0])
-        if named:
-            raise UnknownReferenceError(job, f"{len(named)} jobs have that name; use the id")
+        records = list(txn.items("jobs"))
+        for field in ("name", "aliases"):
+            named = [(key, raw) for key, raw in records if _names(key, raw, field, job)]
+            if len(named) == 1:
+                return stored_job(*named[0])
+            if named:
+                raise UnknownReferenceError(job, f"{len(named)} jobs have that name; use the id")
         raise UnknownReferenceError(job, "no imported job with that id or name")
 
     return index.read(body)
 
 
-def _name_of(job_id: str, raw: Any) -> Any:
-    """The ``name`` of a job record stored (unpacked) as ``raw``; CorruptStoreError when
-    ``raw`` is not a map."""
-    return decode("jobs", job_id, dict.get, raw, "name")
+def _names(job_id: str, raw: Any, field: str, job: str) -> bool:
+    """Whether the job record stored (unpacked) as ``raw`` is named ``job`` by ``field``
+    (``name``, or one of its ``aliases``); CorruptStoreError when ``raw`` is not a map."""
+    value = decode("jobs", job_id, dict.get, raw, field)
+    return value == job if field == "name" else isinstance(value, list) and job in value
 
 
 def reward_table(index: Index, job: str) -> RewardTable:

@@ -168,9 +168,11 @@ def _report(record: JobRecord, counts: dict[str, int], imported: int) -> ImportR
 
 
 def _keep_previous(record: JobRecord, previous: JobRecord, new_trials: bool) -> None:
-    """What the new job record keeps of the stored one: its first import time, the Harbor
-    schema drift seen on trials read earlier, its zstd dictionary when no trial is new."""
+    """What the new job record keeps of the stored one: its first import time, its aliases,
+    the Harbor schema drift seen on trials read earlier, its zstd dictionary when no trial
+    is new."""
     record.imported_at = previous.imported_at or record.imported_at
+    record.aliases = list(dict.fromkeys([*previous.aliases, *record.aliases]))
     # drift seen on trials read earlier stays reported (a re-import reads only new ones)
     codes_now = {d.get("code") for d in record.diagnostics}
     record.diagnostics = record.diagnostics + [

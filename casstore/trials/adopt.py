@@ -1,0 +1,93 @@
+"""Adopt the job stored under a former id of a job directory (:mod:`casstore.trials.identity`).
+
+Before an import reads a job directory, a job stored under one of its former ids (a digest
+of the directory, from an import before Harbor's id was read; the trials' job id when the job
+result.json names another) is moved under the directory's id, in one write transaction: its
+trial records rewritten under the id, its reward table kept (its job label changed), its job
+record re-keyed, the former id added to its ``aliases`` so that it still resolves, as its
+name does. When a job is stored under the id as well (an older casstore imported the job
+while it ran and again after it finished: two jobs of one), the former job's trials that one
+lacks are merged into it and the former job's name joins its aliases. Nothing is left under
+the former id.
+
+A former job is adopted only when it is this directory's: its record's path is the
+directory's, or one of its trials is one of the directory's trial directories (two Harbor
+jobs with one directory name and one config.json share the digest, never their trials).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from casstore.store.index import Index, Txn
+from casstore.trials.identity import JobIdentity
+from casstore.trials.imported import ImportedJob
+from casstore.trials.packs import delete_trials
+from casstore.trials.records import JobRecord
+from casstore.trials.stored import stored_job, stored_table, stored_trials
+from casstore.trials.table import table_from_records
+from casstore.trials.write import store_job
+
+__all__ = ["adopt_former"]
+
+
+def adopt_former(index: Index, root: str, identity: JobIdentity, trial_dirs: list[str]) -> None:
+    """Adopt the jobs stored under ``identity``'s former ids that are the job directory's at
+    ``root`` (absolute; ``trial_dirs``: its trial directories), see the module docstring.
+    Takes the write lock only when there is one."""
+    if not identity.former:
+        return
+    dirs = set(trial_dirs)
+
+    def found(txn: Txn) -> list[str]:
+        return [old for old in identity.former if _former_job(txn, old, root, dirs) is not None]
+
+    def adopt(txn: Txn) -> None:
+        for old in found(txn):  # (again: in the write transaction)
+            _adopt(txn, identity.id, old, root, dirs)
+
+    if index.read(found):
+        index.write(adopt)
+
+
+def _former_job(txn: Txn, old: str, root: str, dirs: set[str]) -> JobRecord | None:
+    """The job stored under ``old`` when it is the directory's (see the module docstring)."""
+    raw = txn.get("jobs", old)
+    if raw is None:
+        return None
+    record = stored_job(old, raw)
+    if record.path == root or not dirs.isdisjoint(record.trial_names):
+        return record
+    return None
+
+
+def _adopt(txn: Txn, job_id: str, old: str, root: str, dirs: set[str]) -> None:
+    """Move (or merge) the job stored under ``old`` under ``job_id``."""
+    former = _former_job(txn, old, root, dirs)
+    assert former is not None  # (found in this transaction)
+    trials = stored_trials(txn, old, former.path, former.reward_key)
+    for trial in trials:
+        trial.job_id = job_id
+    raw = txn.get("jobs", job_id)
+    current = stored_job(job_id, raw) if raw is not None else None
+    if current is None:  # moved: the record and table as they were, under the id
+        aliases = [*former.aliases, old]
+        record = msgspec.structs.replace(former, job_id=job_id, aliases=aliases)
+        data = txn.get("reward_tables", old)
+        if data is not None:
+            table = stored_table(old, data)
+            table.jobs = [job_id]
+        else:  # (damaged: fsck reports it) rebuilt
+            table = table_from_records(trials, record.reward_key, jobs=[job_id])
+    else:  # merged into the job stored under the id (its table rebuilt by store_job)
+        names = [*former.aliases, old, former.name]
+        aliases = [a for a in dict.fromkeys([*current.aliases, *names]) if a != current.name]
+        record = msgspec.structs.replace(current, aliases=aliases)
+        table = table_from_records(trials, record.reward_key, jobs=[job_id])
+    parsed = ImportedJob(
+        job_id, record, trials=trials, table=table, failure_codes=dict(record.failure_codes)
+    )
+    store_job(txn, parsed, current)
+    delete_trials(txn, old)
+    txn.delete("reward_tables", old)
+    txn.delete("jobs", old)
