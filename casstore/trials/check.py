@@ -4,14 +4,16 @@ For every job record of the ``jobs`` database: the record decodes (``corrupt_job
 trial pack (and older single trial record) of the job decodes, no pack is empty and no trial
 name is stored twice (``corrupt_trial``); the job record's trial count and names are those of
 the stored records (``corrupt_job``); the job's reward table loads with every column's CRC-32
-verified, the lazily checked name columns included, passes :meth:`RewardTable.validate` and
-has one row per trial record (``corrupt_reward_table``; the row count is not compared when a
-pack does not decode: its record count is unknown); and, for a job read from its job
-directory (its record has ``imported_at``), every trial's evidence and zstd dictionary exist
-(``missing_evidence``), and every evidence pack a trial references hashes to its key and
-holds the trial's frame, every older per-file entry to its key, every dictionary to its id
-(``corrupt_evidence``). Trials imported only from saved-trials files keep their evidence where
-it was (see :func:`casstore.trials.importing.import_records`), so their evidence is not looked up.
+verified, the lazily checked name columns included, passes :meth:`RewardTable.validate` and has
+one row per trial record (``corrupt_reward_table``; the row count is not compared when a pack
+does not decode: its record count is unknown); and, for a job read from its job directory (its
+record has ``imported_at``), every trial has an evidence reference and its evidence and zstd
+dictionary exist (``missing_evidence``: importing the directory again reads such trials again,
+see :func:`casstore.trials.references.without_evidence`), and every evidence pack a trial
+references hashes to its key and holds the trial's frame, every older per-file entry to its
+key, every dictionary to its id (``corrupt_evidence``). Trials imported only from saved-trials
+files keep their evidence where it was (see :func:`casstore.trials.importing.import_records`),
+so their evidence is not looked up.
 
 Problems are ``(kind, ref, message)``: ``ref`` is the job id, or ``<job id>/<trial name>`` for
 a trial; ``message`` the :class:`CorruptStoreError` line naming the database and key.
@@ -144,9 +146,9 @@ class _EvidenceCheck:
         its key, does not decode, or has no frame at the trial's index, or an older entry
         does not hash to its key; ``corrupt_trial`` when another trial names the same
         evidence (a changed reference)."""
-        if not trial.evidence:
-            return []
         ref = f"{trial.job_id}/{trial.trial_name}"
+        if not trial.evidence:  # (saved trials without evidence merged into the job)
+            return [Problem("missing_evidence", ref, f"{ref}: no evidence reference{_REFILL}")]
         try:
             key, index = split_reference(trial.evidence)
         except ValueError as error:
@@ -160,7 +162,7 @@ class _EvidenceCheck:
             message = f"evidence reference {trial.evidence} is trial {other!r}'s"
             found.append(Problem("corrupt_trial", ref, message))
         if problem is not None:
-            found.append(Problem(_evidence_kind(problem), ref, problem))
+            found.append(_evidence_problem(ref, problem))
         elif index is not None and index >= frames:
             message = f"evidence/{key}: {frames} frames, no frame {index}"
             found.append(Problem("corrupt_evidence", ref, message))
@@ -170,7 +172,7 @@ class _EvidenceCheck:
                 self.dictionaries[name] = self._dictionary(name)
             problem = self.dictionaries[name]
             if problem is not None:
-                found.append(Problem(_evidence_kind(problem), ref, problem))
+                found.append(_evidence_problem(ref, problem))
         return found
 
     def _dictionary(self, name: str) -> str | None:
@@ -204,9 +206,15 @@ class _EvidenceCheck:
         return None, frames
 
 
-def _evidence_kind(problem: str) -> str:
-    """The problem kind of an evidence or dictionary problem message."""
-    return "missing_evidence" if problem.endswith(": missing") else "corrupt_evidence"
+_REFILL = " (importing the job directory again reads it again)"
+
+
+def _evidence_problem(ref: str, problem: str) -> Problem:
+    """The problem of a trial's evidence or dictionary: ``missing_evidence`` (with how to
+    repair it) or ``corrupt_evidence``."""
+    if problem.endswith(": missing"):
+        return Problem("missing_evidence", ref, problem + _REFILL)
+    return Problem("corrupt_evidence", ref, problem)
 
 
 def _table_problem(txn: Txn, job_id: str, trials: int | None) -> Problem | None:

@@ -1,10 +1,13 @@
 """Importing Harbor job directories and saved-trials files into a store's index.
 
 Re-importing a job is idempotent: trial directories already stored (by name) are not read
-again; new ones are added, attempts are re-assigned over all of the job's trials and the
-job's reward table is rebuilt. Importing with another ``reward_key`` rebuilds the table and
-the records' reward-key metadata. A report's ``imported`` counts only the trials the store did
-not hold before (re-importing the same job or saved-trials file reports 0 new).
+again, unless the index lacks their evidence (saved trials imported first: their records are
+replaced by the directory's, evidence and all; see
+:func:`~casstore.trials.references.without_evidence`); new ones are added, attempts are
+re-assigned over all of the job's trials and the job's reward table is rebuilt. Importing with
+another ``reward_key`` rebuilds the table and the records' reward-key metadata. A report's
+``imported`` counts only the trials the store did not hold before (re-importing the same job or
+saved-trials file reports 0 new).
 
 A job directory's job id is Harbor's id of the job whatever moment it is imported at
 (:mod:`casstore.trials.identity`); a job stored under a former id of the directory is adopted
@@ -37,6 +40,7 @@ from casstore.trials.identity import job_identity_at
 from casstore.trials.imported import ImportedJob
 from casstore.trials.read import paused_gc, read_job
 from casstore.trials.records import ImportReport, JobRecord, TrialRecord
+from casstore.trials.references import without_evidence
 from casstore.trials.saved import read_trials_jsonl
 from casstore.trials.stored import stored_job
 from casstore.trials.stream import JobStream
@@ -118,10 +122,12 @@ def _import_dir(
     existing = index.read(lambda txn: txn.get("jobs", job_id))
     existing_record = stored_job(job_id, existing) if existing else None
     _check_name(str(job_dir), job_id, name, existing_record)
-    skip = set()
+    skip: set[str] = set()
+    refill: set[str] = set()  # stored trials whose evidence the index lacks: read again
     dictionary = None
     if existing_record is not None:
-        skip = set(existing_record.trial_names)
+        refill = index.read(lambda txn: without_evidence(txn, job_id))
+        skip = set(existing_record.trial_names) - refill
         if dict_id := existing_record.dictionary:
             dictionary = index.read(lambda txn: txn.get("zstd_dicts", dict_id))
     advance = progress.advance if progress is not None else None
@@ -155,7 +161,7 @@ def _import_dir(
             raw = txn.get("jobs", job_id)
             previous = stored_job(job_id, raw) if raw else None
             _check_name(str(job_dir), job_id, name, previous)
-        return store_job(txn, parsed, previous)
+        return store_job(txn, parsed, previous, refill=refill)
 
     reserve_for(index, parsed)
     with paused_gc():

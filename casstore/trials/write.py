@@ -41,20 +41,25 @@ __all__ = ["put_dictionary", "put_evidence", "reserve_for", "store_job", "store_
 
 
 def store_job(
-    txn: Txn, parsed: ImportedJob, previous: JobRecord | None, replace: bool = False
+    txn: Txn,
+    parsed: ImportedJob,
+    previous: JobRecord | None,
+    replace: bool = False,
+    refill: set[str] | frozenset[str] = frozenset(),
 ) -> ImportReport:
     """Write a parsed job, merged with the trials stored for it (``previous``: its stored job
     record, None for a new job). A parsed trial whose name is stored already replaces it
-    when ``replace`` (saved trials), else is left out with a ``duplicate_trial_name``
-    diagnostic (a job directory: only directories not imported before are read, so such a
-    trial is another directory's copy; the first one stays)."""
+    when ``replace`` (saved trials) or when its name is in ``refill`` (stored trials whose
+    evidence the index lacks, read again from the job directory), else is left out with a
+    ``duplicate_trial_name`` diagnostic (a job directory: only directories not imported
+    before are read, so such a trial is another directory's copy; the first one stays)."""
     job_id, record = parsed.job_id, parsed.record
     key = record.reward_key
     put_dictionary(txn, parsed)
     if parsed.packed is not None and not has_trials(txn, job_id):
         return store_packed(txn, parsed, previous)
     put_evidence(txn, [(k.encode(), value) for k, value in parsed.evidence.items()])
-    everything, kept = _merged(txn, parsed, previous, replace)
+    everything, kept = _merged(txn, parsed, previous, replace, refill)
     record_reward_key(everything, key)
     if kept:
         assign_attempts(everything)
@@ -97,7 +102,11 @@ def store_packed(
 
 
 def _merged(
-    txn: Txn, parsed: ImportedJob, previous: JobRecord | None, replace: bool
+    txn: Txn,
+    parsed: ImportedJob,
+    previous: JobRecord | None,
+    replace: bool,
+    refill: set[str] | frozenset[str],
 ) -> tuple[list[TrialRecord], bool]:
     """The job's trials once ``parsed`` is stored (see :func:`store_job`): the stored ones
     that stay (their result paths rebased) and the new ones; and whether any stored one
@@ -111,7 +120,9 @@ def _merged(
         new_names = {trial.trial_name for trial in new}
         old = [t for t in stored if t.trial_name not in new_names]
     else:
-        old, new = stored, _not_stored(new, stored, record)
+        refilled = {trial.trial_name for trial in new} & refill if refill else set()
+        old = [t for t in stored if t.trial_name not in refilled] if refilled else stored
+        new = _not_stored(new, old, record)
     return old + new, bool(old)
 
 
