@@ -65,7 +65,7 @@ def _adopt(txn: Txn, job_id: str, old: str, root: str, dirs: set[str]) -> None:
     """Move (or merge) the job stored under ``old`` under ``job_id``."""
     former = _former_job(txn, old, root, dirs)
     assert former is not None  # (found in this transaction)
-    trials = stored_trials(txn, old, former.path, former.reward_key)
+    trials = stored_trials(txn, former)
     for trial in trials:
         trial.job_id = job_id
     raw = txn.get("jobs", job_id)

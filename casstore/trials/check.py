@@ -79,6 +79,7 @@ def _check_trials(
     check its evidence (:class:`_EvidenceCheck`). One pack or record is decoded at a time,
     never all kept."""
     path, reward_key = (record.path, record.reward_key) if record else (None, "")
+    checksums = record.pack_checksums if record else False  # (unknown: checked when present)
     evidence = _EvidenceCheck(txn) if record is not None and record.imported_at else None
     names: list[str] = []
     where: dict[str, str] = {}  # trial name -> the pack or record holding it
@@ -90,7 +91,7 @@ def _check_trials(
         for key, raw in items:
             ref = f"{db}/{key.decode(errors='backslashreplace')}"
             try:
-                trials = decoder(key, raw, job_id, path, reward_key)
+                trials = decoder(key, raw, job_id, path, reward_key, checksums)
             except CorruptStoreError as error:
                 problems.append(Problem("corrupt_trial", ref.partition("/")[2], str(error)))
                 complete = False
@@ -110,7 +111,7 @@ def _check_trials(
 
 
 def _single(
-    key: bytes, raw: bytes, job_id: str, path: str | None, reward_key: str
+    key: bytes, raw: bytes, job_id: str, path: str | None, reward_key: str, _: bool
 ) -> list[TrialRecord]:
     """:func:`stored_trial` as a list of one (an older store's single trial record)."""
     return [stored_trial(key, raw, job_id, path, reward_key)]

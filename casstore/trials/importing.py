@@ -126,7 +126,8 @@ def _import_dir(
     refill: set[str] = set()  # stored trials whose evidence the index lacks: read again
     dictionary = None
     if existing_record is not None:
-        refill = index.read(lambda txn: without_evidence(txn, job_id))
+        stored_as = existing_record
+        refill = index.read(lambda txn: without_evidence(txn, stored_as))
         skip = set(existing_record.trial_names) - refill
         if dict_id := existing_record.dictionary:
             dictionary = index.read(lambda txn: txn.get("zstd_dicts", dict_id))

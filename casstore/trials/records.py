@@ -196,7 +196,8 @@ class JobRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     ``dictionary`` (zstd dictionary id or None), ``failure_codes`` (code → count),
     ``diagnostics``, ``imported_at``; ``aliases``: the ids and names of jobs stored before
     under a former id of the job's directory and adopted by it (they still resolve to it, see
-    :mod:`casstore.trials.adopt`).
+    :mod:`casstore.trials.adopt`); ``pack_checksums``: its trial packs carry a CRC-32 each
+    (every job written by schema 4; one written before gets them at its next import).
     """
 
     job_id: str
@@ -219,6 +220,7 @@ class JobRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     diagnostics: list[dict[str, Any]] = []
     imported_at: str | None = None
     aliases: list[str] = []
+    pack_checksums: bool = False
 
 
 class ImportReport(msgspec.Struct, kw_only=True):

@@ -20,6 +20,7 @@ from casstore.store.index import Txn
 from casstore.store.values import decode
 from casstore.trials.evidence import frame_count
 from casstore.trials.packs import job_packs, older_trials
+from casstore.trials.records import JobRecord
 from casstore.trials.stored import stored_trial
 from casstore.trials.stored_form import decode_pack_references
 
@@ -34,26 +35,26 @@ class TrialReferences(NamedTuple):
     evidence_dict: str | None
 
 
-def job_references(txn: Txn, job_id: str) -> Iterator[TrialReferences]:
+def job_references(txn: Txn, job_id: str, checksums: bool) -> Iterator[TrialReferences]:
     """The references of every stored trial of ``job_id`` (packs: only those fields decoded, as
     :data:`~casstore.trials.stored_form.StoredReferences` of the same fields; an older store's
     single records: decoded whole). Raises :class:`CorruptStoreError` for a value that does not
     decode."""
     for key, raw in job_packs(txn, job_id):  # (their StoredReferences: the same fields)
-        yield from decode("trial_packs", key, decode_pack_references, raw)
+        yield from decode("trial_packs", key, decode_pack_references, raw, checksums)
     for key, raw in older_trials(txn, job_id):
         record = stored_trial(key, raw, job_id, None, "")
         yield TrialReferences(record.trial_name, record.evidence, record.evidence_dict)
 
 
-def without_evidence(txn: Txn, job_id: str) -> set[str]:
-    """The names of the stored trials of ``job_id`` whose evidence the index lacks: no
+def without_evidence(txn: Txn, job: JobRecord) -> set[str]:
+    """The names of the stored trials of ``job`` whose evidence the index lacks: no
     reference, or one to an evidence value, a frame of it or a zstd dictionary that is not
     there (each value looked up once; hashes are fsck's to check)."""
     frames: dict[str, int | None] = {}  # evidence key -> frames of its pack (None: an entry)
     dictionaries: dict[str | None, bool] = {None: True, "": True}
     missing = set()
-    for trial in job_references(txn, job_id):
+    for trial in job_references(txn, job.job_id, job.pack_checksums):
         key, _, index = (trial.evidence or "").partition("#")
         if key not in frames:
             frames[key] = _frames(txn, key, bool(index))

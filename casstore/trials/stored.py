@@ -82,21 +82,25 @@ def stored_trial(
 
 
 def stored_pack(
-    key: bytes, raw: bytes, job_id: str, path: str | None, reward_key: str
+    key: bytes, raw: bytes, job_id: str, path: str | None, reward_key: str, checksums: bool
 ) -> list[TrialRecord]:
-    """The trial records of the pack stored as ``raw`` at ``key`` of ``trial_packs`` (see
-    :func:`decode_trial_pack`). Raises :class:`CorruptStoreError` when it does not decode."""
-    return decode("trial_packs", key, decode_trial_pack, raw, job_id, path, reward_key)
+    """The trial records of the pack stored as ``raw`` at ``key`` of ``trial_packs``, its
+    CRC-32 checked (``checksums``: the job record's ``pack_checksums``, see
+    :func:`decode_trial_pack`). Raises :class:`CorruptStoreError` when it does not decode or
+    its CRC-32 fails."""
+    return decode("trial_packs", key, decode_trial_pack, raw, job_id, path, reward_key, checksums)
 
 
-def stored_trials(txn: Txn, job_id: str, path: str | None, reward_key: str) -> list[TrialRecord]:
-    """The stored trial records of ``job_id`` (by trial name), decoded for the job record's
-    ``path`` and ``reward_key`` (see :func:`stored_pack`, :func:`stored_trial`)."""
+def stored_trials(txn: Txn, job: JobRecord) -> list[TrialRecord]:
+    """The stored trial records of ``job`` (by trial name), decoded for the job record's
+    ``path`` and ``reward_key``, their packs' CRC-32 checked (see :func:`stored_pack`,
+    :func:`stored_trial`)."""
+    job_id, path, reward_key = job.job_id, job.path, job.reward_key
     records = [
         stored_trial(key, raw, job_id, path, reward_key) for key, raw in older_trials(txn, job_id)
     ]
     for key, raw in job_packs(txn, job_id):
-        records += stored_pack(key, raw, job_id, path, reward_key)
+        records += stored_pack(key, raw, job_id, path, reward_key, job.pack_checksums)
     sort_by_trial_name(records)  # packs hold trials in directory order
     return records
 
@@ -154,4 +158,4 @@ def trial_records(index: Index, job: str) -> list[TrialRecord]:
     """The job's trial records (by id or name), by trial name. A relative ``result_path``
     (stored by older imports, as typed then) is made absolute under the job's path."""
     record = job_record(index, job)
-    return index.read(lambda txn: stored_trials(txn, record.job_id, record.path, record.reward_key))
+    return index.read(lambda txn: stored_trials(txn, record))

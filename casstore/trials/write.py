@@ -113,7 +113,7 @@ def _merged(
     stays."""
     record = parsed.record
     stored_as = previous or record  # the job the stored records were written for
-    stored = stored_trials(txn, parsed.job_id, stored_as.path, stored_as.reward_key)
+    stored = stored_trials(txn, stored_as)
     _rebase(stored, stored_as.path, record.path)
     new = list(parsed.trials)
     if replace:
@@ -155,6 +155,7 @@ def _put_record(
     if previous is not None:
         _keep_previous(record, previous, new_trials)
     record.failure_codes = ordered_counts(codes)
+    record.pack_checksums = True  # (every pack of the job was written by this version)
     label_record(record, table)
     txn.raw_put("jobs", record.job_id, _ENCODER.encode(record))
 
