@@ -92,3 +92,143 @@ def test_trials_replaced_by_saved_ones_are_filled_in_again(tmp_path: Path, capsy
         assert fsck(opened).ok, _problems(fsck(opened))
         for trial in Jobs(opened).trial_records(report["job"]):
             assert Jobs(opened).evidence(trial.evidence) == Path(trial.result_path).read_bytes()
+
+
+# orphaned job data ----------------------------------------------------------------------------
+
+GONE = "gone-job"
+
+
+def _orphans(store_dir: Path, job: str) -> dict[str, list[tuple[str, bytes]]]:
+    """Put one orphan in each trial database, copies of the job's values under keys no job
+    record reaches; returns ``{kind: [(key, value)]}``."""
+    with Store(store_dir, create=False) as store:
+
+        def put(txn) -> dict[str, list[tuple[str, bytes]]]:
+            pack = bytes(txn.raw_get("trial_packs", f"{job}/00000000"))
+            table = bytes(txn.raw_get("reward_tables", job))
+            values = {
+                "orphan_trial_pack": [(f"{GONE}/00000000", pack)],
+                "orphan_trial_record": [(f"{GONE}/t0__00", b"\x91\xa6t0__00")],
+                "orphan_reward_table": [(GONE, table)],
+                "orphan_evidence": [("sha256:" + "0" * 64, b"\x80")],
+                "orphan_dictionary": [("sha256:" + "1" * 64, b"\xc4\x01x")],
+            }
+            dbs = ("trial_packs", "trials", "reward_tables", "evidence", "zstd_dicts")
+            for db, items in zip(dbs, values.values(), strict=True):
+                for key, value in items:
+                    txn.raw_put(db, key, value)
+            return values
+
+        return store.index.write(put)
+
+
+def test_fsck_reports_orphaned_job_data_and_gc_removes_it(tmp_path: Path, capsys) -> None:
+    """A value of each trial database no job record reaches is an fsck problem (kind, key),
+    exit 1; gc --dry-run lists them, gc removes them (their bytes counted), and leaves the
+    job whole: fsck clean, its trials and evidence as they were."""
+    store = tmp_path / "store"
+    code, report, _ = store_cli(capsys, store, "import", str(_job(tmp_path)), "--json")
+    with Store(store) as opened:
+        before = Jobs(opened).trial_records(report["job"])
+    values = _orphans(store, report["job"])
+    expected = sorted((kind, key) for kind, items in values.items() for key, _ in items)
+    code, checked, _ = store_cli(capsys, store, "fsck", "--json")
+    assert code == 1 and sorted((p["kind"], p["ref"]) for p in checked["problems"]) == expected
+    message = next(p["message"] for p in checked["problems"] if p["kind"] == "orphan_trial_pack")
+    assert message == (
+        f"trial_packs/{GONE}/00000000: no job record references it (casstore gc removes it; "
+        "importing its job directory again restores the job record)"
+    )
+    code, dry, _ = store_cli(capsys, store, "gc", "--dry-run", "--json")
+    listed = [f"{db}/{key}" for db, (key, _) in zip(_DBS, _first(values), strict=True)]
+    assert (code, sorted(dry["job_data"]), dry["removed"]) == (0, sorted(listed), [])
+    assert store_cli(capsys, store, "fsck", "--json")[0] == 1
+    code, text, err = store_cli(capsys, store, "gc")
+    assert (code, err) == (0, "") and "removed 5 orphaned job values" in text
+    size = sum(len(key.encode()) + len(value) for key, value in _first(values))
+    assert f"removed 0 archives, {size} bytes" in text
+    with Store(store) as opened:
+        checked = fsck(opened)
+        assert checked.ok, _problems(checked)
+        after = Jobs(opened).trial_records(report["job"])
+        assert after == before
+        assert all(Jobs(opened).evidence(r.evidence) for r in after)
+    code, again, _ = store_cli(capsys, store, "gc", "--json")
+    assert (code, again["job_data"]) == (0, [])
+
+
+_DBS = ("trial_packs", "trials", "reward_tables", "evidence", "zstd_dicts")
+
+
+def _first(values: dict[str, list[tuple[str, bytes]]]) -> list[tuple[str, bytes]]:
+    return [items[0] for items in values.values()]
+
+
+def test_a_lost_job_record_is_restored_by_importing_its_directory(tmp_path: Path) -> None:
+    """Its job record deleted, a job's packs, table, evidence and dictionary are orphans;
+    importing its directory again restores the record over them, fsck clean."""
+    job = _job(tmp_path)
+    with Store(tmp_path / "store") as store:
+        (report,) = Jobs(store).import_jobs([job])
+        store.index.write(lambda txn: txn.delete("jobs", report.job))
+        kinds = sorted({p["kind"] for p in fsck(store).problems})
+        assert kinds == [
+            "orphan_dictionary",
+            "orphan_evidence",
+            "orphan_reward_table",
+            "orphan_trial_pack",
+        ]
+        (again,) = Jobs(store).import_jobs([job])
+        assert (again.job, again.trials) == (report.job, 20)
+        assert fsck(store).ok, _problems(fsck(store))
+
+
+def test_saved_trials_replacing_a_whole_evidence_pack_leave_no_orphan(
+    tmp_path: Path, capsys
+) -> None:
+    """Saved trials from elsewhere replacing every trial of an evidence pack: the pack no
+    trial references is removed with them (fsck: their evidence missing, nothing orphaned);
+    importing the directory again reads them again, fsck clean."""
+    job = _job(tmp_path)
+    store, saved = tmp_path / "store", tmp_path / "saved.jsonl"
+    assert store_cli(capsys, store, "import", str(job))[0] == 0
+    assert store_cli(capsys, store, "export", "job", "-o", str(saved))[0] == 0
+    lines = [json.loads(line) for line in saved.read_text().splitlines()]
+    for index, item in enumerate(lines):
+        item["evidence"] = "sha256:" + "ab" * 32 + f"#{index}"
+        item["evidence_dict"] = None
+    saved.write_text("".join(json.dumps(item) + "\n" for item in lines))
+    assert store_cli(capsys, store, "import", str(saved))[0] == 0
+    with Store(store) as opened:
+        kinds = {kind for kind, _ in _problems(fsck(opened))}
+        assert kinds == {"missing_evidence"}
+        assert opened.index.read(lambda txn: (txn.count("evidence"), txn.count("zstd_dicts"))) == (
+            0,
+            1,  # the job record's dictionary, which the directory's next import uses
+        )
+    assert store_cli(capsys, store, "import", str(job))[0] == 0
+    with Store(store) as opened:
+        assert fsck(opened).ok, _problems(fsck(opened))
+
+
+def test_a_chunk_of_duplicate_trials_stores_no_evidence(tmp_path: Path, monkeypatch) -> None:
+    """Trial directories that only repeat trial names read before are left out: their
+    chunk's evidence pack, which no stored trial would reference, is not written."""
+    import casstore.trials.chunk as chunk
+
+    monkeypatch.setattr(chunk, "TRIALS_PER_CHUNK", 4)
+    texts = {
+        f"a__{i}": trial_json(trial_result("a", f"a__{i}", {"reward": 1}, started=i))
+        for i in range(4)
+    }
+    copies = {  # other files, the same trial names
+        f"zz__{i}": trial_json(trial_result("a", f"a__{i}", {"reward": 0}, started=i))
+        for i in range(4)
+    }
+    job = make_job(tmp_path / "job", texts | copies)
+    with Store(tmp_path / "store") as store:
+        (report,) = Jobs(store).import_jobs([job])
+        assert report.trials == 4
+        assert store.index.read(lambda txn: txn.count("evidence")) == 1
+        assert fsck(store).ok, _problems(fsck(store))

@@ -20,10 +20,12 @@ from __future__ import annotations
 import msgspec
 
 from casstore.store.index import Index, Txn
+from casstore.table.columns import RewardTable
 from casstore.trials.identity import JobIdentity
 from casstore.trials.imported import ImportedJob
+from casstore.trials.orphans import drop_unreferenced
 from casstore.trials.packs import delete_trials
-from casstore.trials.records import JobRecord
+from casstore.trials.records import JobRecord, TrialRecord
 from casstore.trials.stored import stored_job, stored_table, stored_trials
 from casstore.trials.table import table_from_records
 from casstore.trials.write import store_job
@@ -70,20 +72,7 @@ def _adopt(txn: Txn, job_id: str, old: str, root: str, dirs: set[str]) -> None:
         trial.job_id = job_id
     raw = txn.get("jobs", job_id)
     current = stored_job(job_id, raw) if raw is not None else None
-    if current is None:  # moved: the record and table as they were, under the id
-        aliases = [*former.aliases, old]
-        record = msgspec.structs.replace(former, job_id=job_id, aliases=aliases)
-        data = txn.get("reward_tables", old)
-        if data is not None:
-            table = stored_table(old, data)
-            table.jobs = [job_id]
-        else:  # (damaged: fsck reports it) rebuilt
-            table = table_from_records(trials, record.reward_key, jobs=[job_id])
-    else:  # merged into the job stored under the id (its table rebuilt by store_job)
-        names = [*former.aliases, old, former.name]
-        aliases = [a for a in dict.fromkeys([*current.aliases, *names]) if a != current.name]
-        record = msgspec.structs.replace(current, aliases=aliases)
-        table = table_from_records(trials, record.reward_key, jobs=[job_id])
+    record, table = _adopted(txn, job_id, former, current, trials)
     parsed = ImportedJob(
         job_id, record, trials=trials, table=table, failure_codes=dict(record.failure_codes)
     )
@@ -91,3 +80,32 @@ def _adopt(txn: Txn, job_id: str, old: str, root: str, dirs: set[str]) -> None:
     delete_trials(txn, old)
     txn.delete("reward_tables", old)
     txn.delete("jobs", old)
+    # the evidence of the former job's trials a merge left out, its dictionary: orphans now?
+    dictionaries = {t.evidence_dict or "" for t in trials} | {former.dictionary or ""}
+    keys = {t.evidence.partition("#")[0] for t in trials if t.evidence}
+    drop_unreferenced(txn, keys, dictionaries - {""})
+
+
+def _adopted(
+    txn: Txn,
+    job_id: str,
+    former: JobRecord,
+    current: JobRecord | None,
+    trials: list[TrialRecord],
+) -> tuple[JobRecord, RewardTable]:
+    """The job record and reward table the ``former`` job (its ``trials``) is written with
+    under ``job_id``: moved, its own (the former id an alias); merged into ``current``, that
+    one's (the former id and name aliases; the table rebuilt by the write)."""
+    old = former.job_id
+    if current is not None:
+        names = [*former.aliases, old, former.name]
+        aliases = [a for a in dict.fromkeys([*current.aliases, *names]) if a != current.name]
+        record = msgspec.structs.replace(current, aliases=aliases)
+        return record, table_from_records(trials, record.reward_key, jobs=[job_id])
+    record = msgspec.structs.replace(former, job_id=job_id, aliases=[*former.aliases, old])
+    data = txn.get("reward_tables", old)
+    if data is None:  # (damaged: fsck reports it) rebuilt
+        return record, table_from_records(trials, record.reward_key, jobs=[job_id])
+    table = stored_table(old, data)
+    table.jobs = [job_id]
+    return record, table

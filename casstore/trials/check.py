@@ -13,10 +13,13 @@ see :func:`casstore.trials.references.without_evidence`), and every evidence pac
 references hashes to its key and holds the trial's frame, every older per-file entry to its
 key, every dictionary to its id (``corrupt_evidence``). Trials imported only from saved-trials
 files keep their evidence where it was (see :func:`casstore.trials.importing.import_records`),
-so their evidence is not looked up.
+so their evidence is not looked up. Then the values of the trial databases no job record
+reaches are ``orphan_*`` problems (:mod:`casstore.trials.orphans`; evidence and dictionaries
+only when every job record and pack decoded: else what they reference is unknown).
 
-Problems are ``(kind, ref, message)``: ``ref`` is the job id, or ``<job id>/<trial name>`` for
-a trial; ``message`` the :class:`CorruptStoreError` line naming the database and key.
+Problems are ``(kind, ref, message)``: ``ref`` is the job id, ``<job id>/<trial name>`` for a
+trial, the key of a damaged pack or of an orphaned value; ``message`` the line naming the
+database and key (a :class:`CorruptStoreError`'s, or what is wrong and how to repair it).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from casstore.store.fsck import Checked, Problem
 from casstore.store.index import Txn
 from casstore.store.values import decode, decode_value
 from casstore.trials.evidence import entry_key, frame_count, split_reference
+from casstore.trials.orphans import Referenced, find_orphans
 from casstore.trials.packs import job_packs, older_trials
 from casstore.trials.records import JobRecord, TrialRecord
 from casstore.trials.stored import stored_job, stored_pack, stored_table, stored_trial
@@ -41,17 +45,23 @@ def check_jobs(txn: Txn) -> Checked:
     :func:`casstore.store.fsck.fsck`, counting ``jobs`` and their ``trials`` (records); never
     raises for damaged data, which becomes a problem."""
     result = Checked({"jobs": 0, "trials": 0})
+    referenced = Referenced()
     for key, raw in txn.raw_items("jobs"):
         job_id = key.decode(errors="backslashreplace")
         record = _job(job_id, raw, result.problems)
-        trials = _check_trials(txn, job_id, record, result.problems)
+        referenced.jobs.add(job_id)
+        referenced.add_trial(None, record.dictionary if record else None)
+        trials = _check_trials(txn, job_id, record, result.problems, referenced)
+        referenced.complete &= trials.complete and record is not None
         if trials.complete and record is not None:
             result.problems += _record_problems(job_id, record, trials.names)
         table = _table_problem(txn, job_id, len(trials.names) if trials.complete else None)
         if table is not None:
             result.problems.append(table)
+        referenced.tables += txn.has("reward_tables", job_id)
         result.counts["jobs"] += 1
         result.counts["trials"] += len(trials.names)
+    result.problems += [Problem(o.kind, o.key, o.message) for o in find_orphans(txn, referenced)]
     return result
 
 
@@ -72,12 +82,16 @@ class _Trials(NamedTuple):
 
 
 def _check_trials(
-    txn: Txn, job_id: str, record: JobRecord | None, problems: list[Problem]
+    txn: Txn,
+    job_id: str,
+    record: JobRecord | None,
+    problems: list[Problem],
+    referenced: Referenced,
 ) -> _Trials:
     """Decode every trial pack and older single record of ``job_id`` (``corrupt_trial``: a
     damaged or empty pack, a trial name stored twice) and, for a job read from its directory,
-    check its evidence (:class:`_EvidenceCheck`). One pack or record is decoded at a time,
-    never all kept."""
+    check its evidence (:class:`_EvidenceCheck`); count them and their trials' references in
+    ``referenced``. One pack or record is decoded at a time, never all kept."""
     path, reward_key = (record.path, record.reward_key) if record else (None, "")
     checksums = record.pack_checksums if record else False  # (unknown: checked when present)
     evidence = _EvidenceCheck(txn) if record is not None and record.imported_at else None
@@ -89,6 +103,8 @@ def _check_trials(
         ("trial_packs", job_packs(txn, job_id), stored_pack),
     ):
         for key, raw in items:
+            referenced.older += db == "trials"
+            referenced.packs += db == "trial_packs"
             ref = f"{db}/{key.decode(errors='backslashreplace')}"
             try:
                 trials = decoder(key, raw, job_id, path, reward_key, checksums)
@@ -105,6 +121,7 @@ def _check_trials(
                     problems.append(Problem("corrupt_trial", f"{job_id}/{name}", message))
                 where[name] = ref
                 names.append(name)
+                referenced.add_trial(trial.evidence, trial.evidence_dict)
                 if evidence is not None:
                     problems.extend(evidence.problems(trial))
     return _Trials(names, complete)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
@@ -25,6 +26,7 @@ from casstore.store.index import Index, Txn
 from casstore.table.codes import FailureCode, ordered_counts
 from casstore.table.columns import RewardTable
 from casstore.trials.imported import ImportedJob
+from casstore.trials.orphans import drop_unreferenced
 from casstore.trials.packs import delete_trials, has_trials, sort_by_trial_name, trial_packs
 from casstore.trials.records import (
     ImportReport,
@@ -37,7 +39,14 @@ from casstore.trials.stored import stored_trials
 from casstore.trials.stored_form import encode_stored
 from casstore.trials.table import assign_attempts, job_counts, table_from_records
 
-__all__ = ["put_dictionary", "put_evidence", "reserve_for", "store_job", "store_packed"]
+__all__ = [
+    "drop_replaced",
+    "put_dictionary",
+    "put_evidence",
+    "reserve_for",
+    "store_job",
+    "store_packed",
+]
 
 
 def store_job(
@@ -58,8 +67,8 @@ def store_job(
     put_dictionary(txn, parsed)
     if parsed.packed is not None and not has_trials(txn, job_id):
         return store_packed(txn, parsed, previous)
-    put_evidence(txn, [(k.encode(), value) for k, value in parsed.evidence.items()])
-    everything, kept = _merged(txn, parsed, previous, replace, refill)
+    everything, kept, dropped = _merged(txn, parsed, previous, replace, refill)
+    put_evidence(txn, _referenced(parsed.evidence, everything))
     record_reward_key(everything, key)
     if kept:
         assign_attempts(everything)
@@ -76,6 +85,8 @@ def store_job(
     record.trials, record.trial_names = len(everything), names
     codes = Counter(t.failure for t in everything if t.failure)
     _put_record(txn, parsed, previous, table, codes, bool(parsed.trials))
+    if dropped:
+        drop_replaced(txn, dropped, everything, record.dictionary)
     known = set(previous.trial_names) if previous is not None else set()
     imported = sum(t.trial_name not in known for t in parsed.trials)
     return _report(record, job_counts(everything), imported)
@@ -101,29 +112,59 @@ def store_packed(
     return _report(record, packed.counts, len(packed.names))
 
 
+class _Merged(NamedTuple):
+    """The job's ``trials`` once a parsed job is stored, whether a stored one stays
+    (``kept``), and the stored ones replaced (``dropped``)."""
+
+    trials: list[TrialRecord]
+    kept: bool
+    dropped: list[TrialRecord]
+
+
 def _merged(
     txn: Txn,
     parsed: ImportedJob,
     previous: JobRecord | None,
     replace: bool,
     refill: set[str] | frozenset[str],
-) -> tuple[list[TrialRecord], bool]:
+) -> _Merged:
     """The job's trials once ``parsed`` is stored (see :func:`store_job`): the stored ones
-    that stay (their result paths rebased) and the new ones; and whether any stored one
-    stays."""
+    that stay (their result paths rebased) and the new ones."""
     record = parsed.record
     stored_as = previous or record  # the job the stored records were written for
     stored = stored_trials(txn, stored_as)
     _rebase(stored, stored_as.path, record.path)
     new = list(parsed.trials)
     if replace:
-        new_names = {trial.trial_name for trial in new}
-        old = [t for t in stored if t.trial_name not in new_names]
+        replaced = {trial.trial_name for trial in new}
     else:
-        refilled = {trial.trial_name for trial in new} & refill if refill else set()
-        old = [t for t in stored if t.trial_name not in refilled] if refilled else stored
+        replaced = {trial.trial_name for trial in new} & refill if refill else set()
+    old = [t for t in stored if t.trial_name not in replaced] if replaced else stored
+    if not replace:
         new = _not_stored(new, old, record)
-    return old + new, bool(old)
+    dropped = [t for t in stored if t.trial_name in replaced] if replaced else []
+    return _Merged(old + new, bool(old), dropped)
+
+
+def _referenced(evidence: dict[str, bytes], trials: list[TrialRecord]) -> list[tuple[bytes, bytes]]:
+    """The items of ``evidence`` (key → value) the job's ``trials`` reference: a chunk whose
+    trials were all left out is not stored (no trial would reference it); one re-read that
+    stored trials reference is (it replaces a damaged value, see :func:`put_evidence`)."""
+    keys = {t.evidence.partition("#")[0] for t in trials if t.evidence}
+    return [(k.encode(), value) for k, value in evidence.items() if k in keys]
+
+
+def drop_replaced(
+    txn: Txn, dropped: list[TrialRecord], trials: list[TrialRecord], dictionary: str | None
+) -> None:
+    """Remove the evidence and dictionaries of the ``dropped`` trial records that neither the
+    job's ``trials`` and ``dictionary`` nor any other job references
+    (:func:`~casstore.trials.orphans.drop_unreferenced`)."""
+    still = {t.evidence.partition("#")[0] for t in trials if t.evidence}
+    keys = {t.evidence.partition("#")[0] for t in dropped if t.evidence} - still
+    names = {t.evidence_dict for t in dropped if t.evidence_dict}
+    names -= {t.evidence_dict for t in trials} | {dictionary}
+    drop_unreferenced(txn, keys, {name for name in names if name})
 
 
 _JOB_COUNTED = (
