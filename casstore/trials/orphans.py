@@ -100,8 +100,9 @@ def referenced_in(txn: Txn) -> Referenced:
         found.tables += txn.has("reward_tables", key)
         if record.dictionary:
             found.dictionaries.add(record.dictionary)
-        for trial in job_references(txn, key, record.pack_checksums):
-            found.add_trial(trial.evidence, trial.evidence_dict)
+        for trials in job_references(txn, key, record.pack_checksums):
+            for trial in trials:
+                found.add_trial(trial.evidence, trial.evidence_dict)
     return found
 
 

@@ -35,16 +35,17 @@ class TrialReferences(NamedTuple):
     evidence_dict: str | None
 
 
-def job_references(txn: Txn, job_id: str, checksums: bool) -> Iterator[TrialReferences]:
-    """The references of every stored trial of ``job_id`` (packs: only those fields decoded, as
+def job_references(txn: Txn, job_id: str, checksums: bool) -> Iterator[list[TrialReferences]]:
+    """The references of every stored trial of ``job_id``, a list per pack or older single
+    record (packs: only those fields decoded, as
     :data:`~casstore.trials.stored_form.StoredReferences` of the same fields; an older store's
-    single records: decoded whole). Raises :class:`CorruptStoreError` for a value that does not
-    decode."""
-    for key, raw in job_packs(txn, job_id):  # (their StoredReferences: the same fields)
-        yield from decode("trial_packs", key, decode_pack_references, raw, checksums)
+    single records: decoded whole). Raises :class:`CorruptStoreError` for a value that does
+    not decode."""
+    for key, raw in job_packs(txn, job_id):
+        yield decode("trial_packs", key, decode_pack_references, raw, checksums)
     for key, raw in older_trials(txn, job_id):
         record = stored_trial(key, raw, job_id, None, "")
-        yield TrialReferences(record.trial_name, record.evidence, record.evidence_dict)
+        yield [TrialReferences(record.trial_name, record.evidence, record.evidence_dict)]
 
 
 def without_evidence(txn: Txn, job: JobRecord) -> set[str]:
@@ -54,20 +55,21 @@ def without_evidence(txn: Txn, job: JobRecord) -> set[str]:
     frames: dict[str, int | None] = {}  # evidence key -> frames of its pack (None: an entry)
     dictionaries: dict[str | None, bool] = {None: True, "": True}
     missing = set()
-    for trial in job_references(txn, job.job_id, job.pack_checksums):
-        key, _, index = (trial.evidence or "").partition("#")
-        if key not in frames:
-            frames[key] = _frames(txn, key, bool(index))
-        found = frames[key]
-        name = trial.evidence_dict
-        if name not in dictionaries:
-            dictionaries[name] = txn.has("zstd_dicts", name or "")
-        if index:  # a frame of a pack
-            present = found is not None and index.isdecimal() and int(index) < found
-        else:  # an older store's entry
-            present = found is None
-        if not present or not dictionaries[name]:
-            missing.add(trial.trial_name)
+    for trials in job_references(txn, job.job_id, job.pack_checksums):
+        for trial in trials:
+            key, _, index = (trial.evidence or "").partition("#")
+            if key not in frames:
+                frames[key] = _frames(txn, key, bool(index))
+            name = trial.evidence_dict
+            if name not in dictionaries:
+                dictionaries[name] = txn.has("zstd_dicts", name or "")
+            found = frames[key]
+            if index:  # a frame of a pack
+                present = found is not None and index.isdecimal() and int(index) < found
+            else:  # an older store's entry
+                present = found is None
+            if not present or not dictionaries[name]:
+                missing.add(trial.trial_name)
     return missing
 
 

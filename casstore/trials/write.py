@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from pathlib import Path
 from typing import NamedTuple
 
 import msgspec
@@ -274,8 +273,10 @@ def _not_stored(
 
 
 def _trial_dir(record: TrialRecord) -> str:
-    """The name of the trial directory a record was read from (else its trial name)."""
-    return Path(record.result_path).parent.name if record.result_path else record.trial_name
+    """The name of the trial directory a record was read from (else its trial name); with
+    ``os.path`` (a tenth of the time of ``pathlib``, once per stored trial)."""
+    path = record.result_path
+    return os.path.basename(os.path.dirname(path)) if path else record.trial_name
 
 
 def put_dictionary(txn: Txn, parsed: ImportedJob) -> None:
