@@ -9,7 +9,7 @@ one row per trial record (``corrupt_reward_table``; the row count is not compare
 does not decode: its record count is unknown); and, for a job read from its job directory (its
 record has ``imported_at``), every trial has an evidence reference and its evidence and zstd
 dictionary exist (``missing_evidence``: importing the directory again reads such trials again,
-see :func:`casstore.trials.references.without_evidence`), and every evidence pack a trial
+see :func:`casstore.trials.references.to_read_again`), and every evidence pack a trial
 references hashes to its key and holds the trial's frame, every older per-file entry to its
 key, every dictionary to its id (``corrupt_evidence``). Trials imported only from saved-trials
 files keep their evidence where it was (see :func:`casstore.trials.importing.import_records`),
@@ -109,7 +109,8 @@ def _check_trials(
             try:
                 trials = decoder(key, raw, job_id, path, reward_key, checksums)
             except CorruptStoreError as error:
-                problems.append(Problem("corrupt_trial", ref.partition("/")[2], str(error)))
+                message = f"{error}{_REWRITE}"
+                problems.append(Problem("corrupt_trial", ref.partition("/")[2], message))
                 complete = False
                 continue
             if not trials:
@@ -225,6 +226,7 @@ class _EvidenceCheck:
 
 
 _REFILL = " (importing the job directory again reads it again)"
+_REWRITE = " (importing the job directory again replaces it with the trials read again)"
 
 
 def _evidence_problem(ref: str, problem: str) -> Problem:

@@ -2,12 +2,12 @@
 
 Re-importing a job is idempotent: trial directories already stored (by name) are not read
 again, unless the index lacks their evidence (saved trials imported first: their records are
-replaced by the directory's, evidence and all; see
-:func:`~casstore.trials.references.without_evidence`); new ones are added, attempts are
-re-assigned over all of the job's trials and the job's reward table is rebuilt. Importing with
-another ``reward_key`` rebuilds the table and the records' reward-key metadata. A report's
-``imported`` counts only the trials the store did not hold before (re-importing the same job or
-saved-trials file reports 0 new).
+replaced by the directory's, evidence and all) or their trial pack is damaged (the pack is
+written anew; see :func:`~casstore.trials.references.to_read_again`); new ones are added,
+attempts are re-assigned over all of the job's trials and the job's reward table is rebuilt.
+Importing with another ``reward_key`` rebuilds the table and the records' reward-key metadata.
+A report's ``imported`` counts only the trials the store did not hold before (re-importing the
+same job or saved-trials file reports 0 new).
 
 A job directory's job id is Harbor's id of the job whatever moment it is imported at
 (:mod:`casstore.trials.identity`); a job stored under a former id of the directory is adopted
@@ -40,7 +40,7 @@ from casstore.trials.identity import job_identity_at
 from casstore.trials.imported import ImportedJob
 from casstore.trials.read import paused_gc, read_job
 from casstore.trials.records import ImportReport, JobRecord, TrialRecord
-from casstore.trials.references import without_evidence
+from casstore.trials.references import to_read_again
 from casstore.trials.saved import read_trials_jsonl
 from casstore.trials.stored import stored_job
 from casstore.trials.stream import JobStream
@@ -127,7 +127,7 @@ def _import_dir(
     dictionary = None
     if existing_record is not None:
         stored_as = existing_record
-        refill = index.read(lambda txn: without_evidence(txn, stored_as))
+        refill = index.read(lambda txn: to_read_again(txn, stored_as))
         skip = set(existing_record.trial_names) - refill
         if dict_id := existing_record.dictionary:
             dictionary = index.read(lambda txn: txn.get("zstd_dicts", dict_id))

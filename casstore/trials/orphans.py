@@ -11,7 +11,8 @@ ids zstd dictionaries (``zstd_dicts``). Any other value is **orphaned**: ``orpha
 No command leaves any: an import writes a job's record, packs and table in one transaction,
 only the evidence its trials reference, and removes the evidence and dictionaries it stops
 referencing that no other trial references (:func:`drop_unreferenced`: trials replaced by saved
-trials or read again, a job adopted). Orphans are damage (a lost job record) or the leftovers
+trials or read again, a job adopted; every unreferenced one after a damaged trial pack was
+replaced, :func:`drop_all_unreferenced`). Orphans are damage (a lost job record) or the leftovers
 of an older version: fsck reports them (:mod:`casstore.trials.check`), ``casstore gc`` removes
 them (:func:`remove_orphans`), and importing the job directory again restores a lost job
 record (the import merges the trial packs stored under its id, as for any stored job).
@@ -25,12 +26,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from casstore.errors import CorruptStoreError
 from casstore.store.index import Index, Txn
 from casstore.trials.packs import job_packs, older_trials
 from casstore.trials.references import job_references
 from casstore.trials.stored import stored_job
 
-__all__ = ["KINDS", "Orphan", "Referenced", "drop_unreferenced", "find_orphans", "remove_orphans"]
+__all__ = [
+    "KINDS",
+    "Orphan",
+    "Referenced",
+    "drop_all_unreferenced",
+    "drop_unreferenced",
+    "find_orphans",
+    "remove_orphans",
+]
 
 KINDS = {
     "trial_packs": "orphan_trial_pack",
@@ -168,12 +178,27 @@ def remove_orphans(index: Index, dry_run: bool = False) -> list[Orphan]:
 
 def drop_unreferenced(txn: Txn, evidence: Iterable[str], dictionaries: Iterable[str]) -> None:
     """Remove the ``evidence`` keys and ``dictionaries`` no job record of the index
-    references any more (an import that stopped referencing them, after its writes)."""
+    references any more (an import that stopped referencing them, after its writes); none
+    when a job record or pack does not decode (fsck names the damage, gc the orphans once
+    it is repaired)."""
     evidence, dictionaries = set(evidence), set(dictionaries)
     if not evidence and not dictionaries:
         return
-    referenced = referenced_in(txn)
+    try:
+        referenced = referenced_in(txn)
+    except CorruptStoreError:  # another job damaged: what it references is unknown, keep all
+        return
     for key in evidence - referenced.evidence:
         txn.delete("evidence", key)
     for key in dictionaries - referenced.dictionaries:
         txn.delete("zstd_dicts", key)
+
+
+def drop_all_unreferenced(txn: Txn) -> None:
+    """:func:`drop_unreferenced` over every evidence value and zstd dictionary of the index:
+    after damaged trial records were replaced, whose references are unknown."""
+    keys = [
+        [key.decode(errors="backslashreplace") for key, _ in txn.raw_items(db)]
+        for db in ("evidence", "zstd_dicts")
+    ]
+    drop_unreferenced(txn, *keys)

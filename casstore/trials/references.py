@@ -1,11 +1,13 @@
 """What a job's stored trials reference, read without decoding their records; and which of
-them lack their evidence in the index.
+them an import of the job's directory reads again.
 
 A trial read from its job directory has its evidence (the raw result.json, in an evidence pack)
 and zstd dictionary in the store. A trial imported from saved trials keeps the references it
-was saved with: to evidence in another store, or none. :func:`without_evidence` names the
-trials whose evidence the index lacks, which an import of the job's directory reads again
-(:mod:`casstore.trials.importing`), and fsck reports (``missing_evidence``) until then.
+was saved with: to evidence in another store, or none. :func:`to_read_again` names the
+trials whose evidence the index lacks, and those of a damaged trial pack (the job record's
+trial names no intact pack holds), which an import of the job's directory reads again
+(:mod:`casstore.trials.importing`); fsck reports them (``missing_evidence``,
+``corrupt_trial``) until then.
 """
 
 from __future__ import annotations
@@ -16,15 +18,16 @@ from typing import NamedTuple
 import msgspec
 
 from casstore.digest import Digest
+from casstore.errors import CorruptStoreError
 from casstore.store.index import Txn
 from casstore.store.values import decode
 from casstore.trials.evidence import frame_count
 from casstore.trials.packs import job_packs, older_trials
 from casstore.trials.records import JobRecord
-from casstore.trials.stored import stored_trial
+from casstore.trials.stored import note_damage, stored_trial
 from casstore.trials.stored_form import decode_pack_references
 
-__all__ = ["TrialReferences", "job_references", "without_evidence"]
+__all__ = ["TrialReferences", "job_references", "to_read_again"]
 
 
 class TrialReferences(NamedTuple):
@@ -35,28 +38,42 @@ class TrialReferences(NamedTuple):
     evidence_dict: str | None
 
 
-def job_references(txn: Txn, job_id: str, checksums: bool) -> Iterator[list[TrialReferences]]:
+def job_references(
+    txn: Txn, job_id: str, checksums: bool, damaged: list[CorruptStoreError] | None = None
+) -> Iterator[list[TrialReferences]]:
     """The references of every stored trial of ``job_id``, a list per pack or older single
     record (packs: only those fields decoded, as
     :data:`~casstore.trials.stored_form.StoredReferences` of the same fields; an older store's
     single records: decoded whole). Raises :class:`CorruptStoreError` for a value that does
-    not decode."""
+    not decode, unless ``damaged`` is given: then the error is appended there and the value
+    passed over."""
     for key, raw in job_packs(txn, job_id):
-        yield decode("trial_packs", key, decode_pack_references, raw, checksums)
+        try:
+            yield decode("trial_packs", key, decode_pack_references, raw, checksums)
+        except CorruptStoreError as error:
+            note_damage(error, damaged)
     for key, raw in older_trials(txn, job_id):
-        record = stored_trial(key, raw, job_id, None, "")
+        try:
+            record = stored_trial(key, raw, job_id, None, "")
+        except CorruptStoreError as error:
+            note_damage(error, damaged)
+            continue
         yield [TrialReferences(record.trial_name, record.evidence, record.evidence_dict)]
 
 
-def without_evidence(txn: Txn, job: JobRecord) -> set[str]:
-    """The names of the stored trials of ``job`` whose evidence the index lacks: no
-    reference, or one to an evidence value, a frame of it or a zstd dictionary that is not
-    there (each value looked up once; hashes are fsck's to check)."""
+def to_read_again(txn: Txn, job: JobRecord) -> set[str]:
+    """The names of the stored trials of ``job`` an import of its directory reads again: those
+    whose evidence the index lacks (no reference, or one to an evidence value, a frame of it or
+    a zstd dictionary that is not there; each value looked up once, hashes are fsck's to
+    check) and those the job record lists that no stored record holds (a damaged pack's, whose
+    records :func:`~casstore.trials.write.store_job` then replaces)."""
     frames: dict[str, int | None] = {}  # evidence key -> frames of its pack (None: an entry)
     dictionaries: dict[str | None, bool] = {None: True, "": True}
     missing = set()
-    for trials in job_references(txn, job.job_id, job.pack_checksums):
+    held = set()
+    for trials in job_references(txn, job.job_id, job.pack_checksums, damaged=[]):
         for trial in trials:
+            held.add(trial.trial_name)
             key, _, index = (trial.evidence or "").partition("#")
             if key not in frames:
                 frames[key] = _frames(txn, key, bool(index))
@@ -70,6 +87,7 @@ def without_evidence(txn: Txn, job: JobRecord) -> set[str]:
                 present = found is None
             if not present or not dictionaries[name]:
                 missing.add(trial.trial_name)
+    missing.update(name for name in job.trial_names if name not in held)
     return missing
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "TRIAL_DATABASES",
     "job_record",
     "jobs",
+    "note_damage",
     "reward_table",
     "stored_job",
     "stored_pack",
@@ -91,18 +92,35 @@ def stored_pack(
     return decode("trial_packs", key, decode_trial_pack, raw, job_id, path, reward_key, checksums)
 
 
-def stored_trials(txn: Txn, job: JobRecord) -> list[TrialRecord]:
+def stored_trials(
+    txn: Txn, job: JobRecord, damaged: list[CorruptStoreError] | None = None
+) -> list[TrialRecord]:
     """The stored trial records of ``job`` (by trial name), decoded for the job record's
     ``path`` and ``reward_key``, their packs' CRC-32 checked (see :func:`stored_pack`,
-    :func:`stored_trial`)."""
+    :func:`stored_trial`). ``damaged`` given: a pack or record that does not decode is left
+    out, its error appended there (an import that may replace it), instead of raised."""
     job_id, path, reward_key = job.job_id, job.path, job.reward_key
-    records = [
-        stored_trial(key, raw, job_id, path, reward_key) for key, raw in older_trials(txn, job_id)
-    ]
+    records: list[TrialRecord] = []
+    for key, raw in older_trials(txn, job_id):
+        try:
+            records.append(stored_trial(key, raw, job_id, path, reward_key))
+        except CorruptStoreError as error:
+            note_damage(error, damaged)
     for key, raw in job_packs(txn, job_id):
-        records += stored_pack(key, raw, job_id, path, reward_key, job.pack_checksums)
+        try:
+            records += stored_pack(key, raw, job_id, path, reward_key, job.pack_checksums)
+        except CorruptStoreError as error:
+            note_damage(error, damaged)
     sort_by_trial_name(records)  # packs hold trials in directory order
     return records
+
+
+def note_damage(error: CorruptStoreError, damaged: list[CorruptStoreError] | None) -> None:
+    """Keep ``error`` (a value that does not decode) in ``damaged``, or raise it when there is
+    none (the caller reads every value or fails)."""
+    if damaged is None:
+        raise error
+    damaged.append(error)
 
 
 def jobs(index: Index) -> list[JobRecord]:

@@ -21,11 +21,12 @@ from typing import NamedTuple
 
 import msgspec
 
+from casstore.errors import CorruptStoreError
 from casstore.store.index import Index, Txn
 from casstore.table.codes import FailureCode, ordered_counts
 from casstore.table.columns import RewardTable
 from casstore.trials.imported import ImportedJob
-from casstore.trials.orphans import drop_unreferenced
+from casstore.trials.orphans import drop_all_unreferenced, drop_unreferenced
 from casstore.trials.packs import delete_trials, has_trials, sort_by_trial_name, trial_packs
 from casstore.trials.records import (
     ImportReport,
@@ -60,13 +61,16 @@ def store_job(
     when ``replace`` (saved trials) or when its name is in ``refill`` (stored trials whose
     evidence the index lacks, read again from the job directory), else is left out with a
     ``duplicate_trial_name`` diagnostic (a job directory: only directories not imported
-    before are read, so such a trial is another directory's copy; the first one stays)."""
+    before are read, so such a trial is another directory's copy; the first one stays).
+    A stored pack (or older record) that does not decode is replaced when the parsed trials
+    hold every trial it may hold (:func:`_check_replaced`, else :class:`CorruptStoreError`),
+    then every evidence value and dictionary no job references is removed."""
     job_id, record = parsed.job_id, parsed.record
     key = record.reward_key
     put_dictionary(txn, parsed)
     if parsed.packed is not None and not has_trials(txn, job_id):
         return store_packed(txn, parsed, previous)
-    everything, kept, dropped = _merged(txn, parsed, previous, replace, refill)
+    everything, kept, dropped, repaired = _merged(txn, parsed, previous, replace, refill)
     put_evidence(txn, _referenced(parsed.evidence, everything))
     record_reward_key(everything, key)
     if kept:
@@ -86,6 +90,8 @@ def store_job(
     _put_record(txn, parsed, previous, table, codes, bool(parsed.trials))
     if dropped:
         drop_replaced(txn, dropped, everything, record.dictionary)
+    if repaired:  # what the damaged records referenced is unknown
+        drop_all_unreferenced(txn)
     known = set(previous.trial_names) if previous is not None else set()
     imported = sum(t.trial_name not in known for t in parsed.trials)
     return _report(record, job_counts(everything), imported)
@@ -113,11 +119,13 @@ def store_packed(
 
 class _Merged(NamedTuple):
     """The job's ``trials`` once a parsed job is stored, whether a stored one stays
-    (``kept``), and the stored ones replaced (``dropped``)."""
+    (``kept``), the stored ones replaced (``dropped``), whether damaged stored records are
+    replaced (``repaired``)."""
 
     trials: list[TrialRecord]
     kept: bool
     dropped: list[TrialRecord]
+    repaired: bool = False
 
 
 def _merged(
@@ -131,9 +139,12 @@ def _merged(
     that stay (their result paths rebased) and the new ones."""
     record = parsed.record
     stored_as = previous or record  # the job the stored records were written for
-    stored = stored_trials(txn, stored_as)
+    damaged: list[CorruptStoreError] | None = [] if previous is not None else None
+    stored = stored_trials(txn, stored_as, damaged)
     _rebase(stored, stored_as.path, record.path)
     new = list(parsed.trials)
+    if damaged:
+        _check_replaced(damaged, stored_as, stored, new)
     if replace:
         replaced = {trial.trial_name for trial in new}
     else:
@@ -142,7 +153,30 @@ def _merged(
     if not replace:
         new = _not_stored(new, old, record)
     dropped = [t for t in stored if t.trial_name in replaced] if replaced else []
-    return _Merged(old + new, bool(old), dropped)
+    return _Merged(old + new, bool(old), dropped, bool(damaged))
+
+
+def _check_replaced(
+    damaged: list[CorruptStoreError],
+    previous: JobRecord,
+    stored: list[TrialRecord],
+    new: list[TrialRecord],
+) -> None:
+    """Damaged trial packs (or older records) of a stored job are replaced by the import when
+    its ``new`` trials hold every trial the job record lists that no intact record holds;
+    else :class:`CorruptStoreError` (the first damaged value's, naming the trials missing):
+    no trial is dropped without a copy."""
+    held = {t.trial_name for t in stored} | {t.trial_name for t in new}
+    lost = [name for name in previous.trial_names if name not in held]
+    if lost:
+        first = damaged[0]
+        names = ", ".join(repr(name) for name in lost[:3]) + (", ..." if len(lost) > 3 else "")
+        raise CorruptStoreError(
+            first.path,
+            f"{first.rule}; not replaced: {len(lost)} trial(s) it may hold are not among those "
+            f"imported ({names}); import the job directory or a saved-trials file that holds "
+            "them",
+        )
 
 
 def _referenced(evidence: dict[str, bytes], trials: list[TrialRecord]) -> list[tuple[bytes, bytes]]:
