@@ -1,21 +1,23 @@
 """What ``casstore fsck`` checks of imported jobs (read only, one read transaction).
 
-For every job record of the ``jobs`` database: the record decodes (``corrupt_job``); every
-trial pack (and older single trial record) of the job decodes, no pack is empty and no trial
-name is stored twice (``corrupt_trial``); the job record's trial count and names are those of
-the stored records (``corrupt_job``); the job's reward table loads with every column's CRC-32
-verified, the lazily checked name columns included, passes :meth:`RewardTable.validate` and has
-one row per trial record (``corrupt_reward_table``; the row count is not compared when a pack
-does not decode: its record count is unknown); and, for a job read from its job directory (its
-record has ``imported_at``), every trial has an evidence reference and its evidence and zstd
-dictionary exist (``missing_evidence``: importing the directory again reads such trials again,
-see :func:`casstore.trials.references.to_read_again`), and every evidence pack a trial
-references hashes to its key and holds the trial's frame, every older per-file entry to its
-key, every dictionary to its id (``corrupt_evidence``). Trials imported only from saved-trials
-files keep their evidence where it was (see :func:`casstore.trials.importing.import_records`),
-so their evidence is not looked up. Then the values of the trial databases no job record
-reaches are ``orphan_*`` problems (:mod:`casstore.trials.orphans`; evidence and dictionaries
-only when every job record and pack decoded: else what they reference is unknown).
+For every job record of the ``jobs`` database: the record decodes (``corrupt_job``); every trial
+pack (and older single trial record) of the job decodes, its CRC-32 checked, no pack is empty
+and no trial name is stored twice (``corrupt_trial``; importing the job directory again replaces
+a damaged pack, see :func:`casstore.trials.write.store_job`); the job record's trial count and
+names are those of the stored records (``corrupt_job``); the job's reward table loads with every
+column's CRC-32 verified, the lazily checked name columns included, passes
+:meth:`RewardTable.validate` and has one row per trial record (``corrupt_reward_table``; the row
+count is not compared when a pack does not decode: its record count is unknown); and, for a job
+read from its job directory (its record has ``imported_at``), every trial has an evidence
+reference and its evidence and zstd dictionary exist (``missing_evidence``: importing the
+directory again reads such trials again, see :func:`casstore.trials.references.to_read_again`),
+and every evidence pack a trial references hashes to its key and holds the trial's frame, every
+older per-file entry to its key, every dictionary to its id (``corrupt_evidence``). Trials
+imported only from saved-trials files keep their evidence where it was (see
+:func:`casstore.trials.importing.import_records`), so their evidence is not looked up. Then the
+values of the trial databases no job record reaches are ``orphan_*`` problems
+(:mod:`casstore.trials.orphans`; evidence and dictionaries only when every job record and pack
+decoded: else what they reference is unknown).
 
 Problems are ``(kind, ref, message)``: ``ref`` is the job id, ``<job id>/<trial name>`` for a
 trial, the key of a damaged pack or of an orphaned value; ``message`` the line naming the
