@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from casstore.api import fsck
 from casstore.store import Store
@@ -232,3 +233,46 @@ def test_a_chunk_of_duplicate_trials_stores_no_evidence(tmp_path: Path, monkeypa
         assert report.trials == 4
         assert store.index.read(lambda txn: txn.count("evidence")) == 1
         assert fsck(store).ok, _problems(fsck(store))
+
+
+def test_a_lost_trial_pack_is_restored_by_importing_its_directory(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A trial pack deleted (the job record still lists its trials): fsck reports the job
+    record and the table against the records left, and the evidence only its trials
+    referenced; importing the directory again reads the 5 trials no record holds (new
+    evidence packs) and removes that evidence: fsck clean, the records as before but for
+    their evidence references, each evidence the trial's result.json bytes."""
+    import casstore.trials.chunk as chunk
+    import casstore.trials.packs as packs
+
+    monkeypatch.setattr(packs, "TRIALS_PER_PACK", 5)
+    monkeypatch.setattr(chunk, "TRIALS_PER_CHUNK", 2)
+    trials = {
+        f"t{i:02d}__x": trial_json(trial_result(f"t{i:02d}", f"t{i:02d}__x", {"reward": i % 2}))
+        for i in range(12)
+    }
+    job = make_job(tmp_path / "job", trials)
+    with Store(tmp_path / "store") as store:
+        (report,) = Jobs(store).import_jobs([job])
+        before = Jobs(store).trial_records(report.job)
+        store.index.write(lambda txn: txn.delete("trial_packs", f"{report.job}/00000001"))
+        assert sorted(kind for kind, _ in _problems(fsck(store))) == [
+            "corrupt_job",
+            "corrupt_reward_table",
+            "orphan_evidence",  # the two evidence packs only its trials referenced
+            "orphan_evidence",
+        ]
+        (again,) = Jobs(store).import_jobs([job])
+        assert (again.trials, again.imported) == (12, 0)
+        assert fsck(store).ok, _problems(fsck(store))
+        after = Jobs(store).trial_records(report.job)
+        assert [replace(r, evidence=None) for r in after] == [
+            replace(r, evidence=None) for r in before
+        ]
+        assert [a.evidence == b.evidence for a, b in zip(after, before, strict=True)] == (
+            [True] * 5 + [False] * 5 + [True] * 2
+        )
+        for trial in after:
+            assert Jobs(store).evidence(trial.evidence) == Path(trial.result_path).read_bytes()
+        assert store.index.read(lambda txn: txn.count("evidence")) == 6 - 2 + 3

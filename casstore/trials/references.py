@@ -70,10 +70,11 @@ def to_read_again(txn: Txn, job: JobRecord) -> set[str]:
     frames: dict[str, int | None] = {}  # evidence key -> frames of its pack (None: an entry)
     dictionaries: dict[str | None, bool] = {None: True, "": True}
     missing = set()
-    held = set()
-    for trials in job_references(txn, job.job_id, job.pack_checksums, damaged=[]):
+    damaged: list[CorruptStoreError] = []
+    held = 0
+    for trials in job_references(txn, job.job_id, job.pack_checksums, damaged):
+        held += len(trials)
         for trial in trials:
-            held.add(trial.trial_name)
             key, _, index = (trial.evidence or "").partition("#")
             if key not in frames:
                 frames[key] = _frames(txn, key, bool(index))
@@ -87,7 +88,10 @@ def to_read_again(txn: Txn, job: JobRecord) -> set[str]:
                 present = found is None
             if not present or not dictionaries[name]:
                 missing.add(trial.trial_name)
-    missing.update(name for name in job.trial_names if name not in held)
+    if damaged or held != len(job.trial_names):  # (rare: names collected only then)
+        names = job_references(txn, job.job_id, job.pack_checksums, [])
+        found_names = {trial.trial_name for trials in names for trial in trials}
+        missing.update(name for name in job.trial_names if name not in found_names)
     return missing
 
 

@@ -63,8 +63,9 @@ def store_job(
     ``duplicate_trial_name`` diagnostic (a job directory: only directories not imported
     before are read, so such a trial is another directory's copy; the first one stays).
     A stored pack (or older record) that does not decode is replaced when the parsed trials
-    hold every trial it may hold (:func:`_check_replaced`, else :class:`CorruptStoreError`),
-    then every evidence value and dictionary no job references is removed."""
+    hold every trial it may hold (:func:`_check_replaced`, else :class:`CorruptStoreError`);
+    after such a pack, or one lost, every evidence value and dictionary no job references is
+    removed (what the records referenced is unknown)."""
     job_id, record = parsed.job_id, parsed.record
     key = record.reward_key
     put_dictionary(txn, parsed)
@@ -90,7 +91,7 @@ def store_job(
     _put_record(txn, parsed, previous, table, codes, bool(parsed.trials))
     if dropped:
         drop_replaced(txn, dropped, everything, record.dictionary)
-    if repaired:  # what the damaged records referenced is unknown
+    if repaired:  # what the damaged or lost records referenced is unknown
         drop_all_unreferenced(txn)
     known = set(previous.trial_names) if previous is not None else set()
     imported = sum(t.trial_name not in known for t in parsed.trials)
@@ -119,8 +120,8 @@ def store_packed(
 
 class _Merged(NamedTuple):
     """The job's ``trials`` once a parsed job is stored, whether a stored one stays
-    (``kept``), the stored ones replaced (``dropped``), whether damaged stored records are
-    replaced (``repaired``)."""
+    (``kept``), the stored ones replaced (``dropped``), whether stored records were damaged
+    or lost (``repaired``: trials the job record lists that no decoded record holds)."""
 
     trials: list[TrialRecord]
     kept: bool
@@ -143,8 +144,9 @@ def _merged(
     stored = stored_trials(txn, stored_as, damaged)
     _rebase(stored, stored_as.path, record.path)
     new = list(parsed.trials)
+    unheld = _unheld(previous, stored, bool(damaged))
     if damaged:
-        _check_replaced(damaged, stored_as, stored, new)
+        _check_replaced(damaged, unheld, new)
     if replace:
         replaced = {trial.trial_name for trial in new}
     else:
@@ -153,21 +155,28 @@ def _merged(
     if not replace:
         new = _not_stored(new, old, record)
     dropped = [t for t in stored if t.trial_name in replaced] if replaced else []
-    return _Merged(old + new, bool(old), dropped, bool(damaged))
+    return _Merged(old + new, bool(old), dropped, bool(damaged or unheld))
+
+
+def _unheld(previous: JobRecord | None, stored: list[TrialRecord], damaged: bool) -> list[str]:
+    """The trial names the stored job record lists that none of its decoded ``stored``
+    records holds (a damaged or lost pack's; compared only when ``damaged`` or the counts
+    differ)."""
+    if previous is None or (not damaged and len(stored) == len(previous.trial_names)):
+        return []
+    held = {t.trial_name for t in stored}
+    return [name for name in previous.trial_names if name not in held]
 
 
 def _check_replaced(
-    damaged: list[CorruptStoreError],
-    previous: JobRecord,
-    stored: list[TrialRecord],
-    new: list[TrialRecord],
+    damaged: list[CorruptStoreError], unheld: list[str], new: list[TrialRecord]
 ) -> None:
     """Damaged trial packs (or older records) of a stored job are replaced by the import when
-    its ``new`` trials hold every trial the job record lists that no intact record holds;
-    else :class:`CorruptStoreError` (the first damaged value's, naming the trials missing):
-    no trial is dropped without a copy."""
-    held = {t.trial_name for t in stored} | {t.trial_name for t in new}
-    lost = [name for name in previous.trial_names if name not in held]
+    its ``new`` trials hold every ``unheld`` trial (those the job record lists that no intact
+    record holds); else :class:`CorruptStoreError` (the first damaged value's, naming the
+    trials missing): no trial is dropped without a copy."""
+    held = {t.trial_name for t in new}
+    lost = [name for name in unheld if name not in held]
     if lost:
         first = damaged[0]
         names = ", ".join(repr(name) for name in lost[:3]) + (", ..." if len(lost) > 3 else "")
