@@ -224,3 +224,29 @@ def test_a_former_id_of_another_job_is_not_adopted(tmp_path: Path, monkeypatch) 
         assert report.job == JOB_TWO and report.imported == 1
         assert sorted(r.job_id for r in Jobs(store).list()) == sorted([old.job, JOB_TWO])
         assert [r.trial_name for r in Jobs(store).trial_records(old.job)] == ["t0__aaa"]
+
+
+@pytest.mark.realdata
+def test_a_job_whose_trials_another_job_copied_is_not_adopted_by_it(
+    fixtures_dir: Path, tmp_path: Path
+) -> None:
+    """A job directory with its own result.json id holding three trial directories copied
+    from tb2-haiku (their config.json name tb2-haiku's id): the tb2-haiku job stored under
+    that id is another job's, not a former id of this directory (imported from elsewhere):
+    two jobs, tb2-haiku whole. Before the fix the second import moved all 89 tb2-haiku
+    trials into the other job."""
+    other = tmp_path / "other-job"
+    other.mkdir()
+    shutil.copyfile(fixtures_dir / TB2 / "config.json", other / "config.json")
+    copied = sorted(p.name for p in (fixtures_dir / TB2).iterdir() if p.is_dir())[:3]
+    for name in copied:
+        shutil.copytree(fixtures_dir / TB2 / name, other / name)
+    (other / "result.json").write_text(json.dumps({"id": HARBOR_ID, "n_total_trials": 3}))
+    assert job_identity_at(other).former[0] == TB2_ID
+    with Store(tmp_path / "store") as store:
+        (first,) = Jobs(store).import_jobs([fixtures_dir / TB2])
+        (second,) = Jobs(store).import_jobs([other])
+        assert (first.job, first.trials, second.job, second.trials) == (TB2_ID, 89, HARBOR_ID, 3)
+        listed = sorted((r.job_id, r.trials, r.aliases) for r in Jobs(store).list())
+        assert listed == [(HARBOR_ID, 3, []), (TB2_ID, 89, [])]
+        assert fsck(store).ok

@@ -11,14 +11,18 @@ lacks are merged into it and the former job's name joins its aliases. Nothing is
 the former id.
 
 A former job is adopted only when it is this directory's: its record's path is the
-directory's, or one of its trials is one of the directory's trial directories (two Harbor
-jobs with one directory name and one config.json share the digest, never their trials).
+directory's; or, for a digest of the directory, one of its trials is one of the directory's
+trial directories (two Harbor jobs with one directory name and one config.json share the
+digest, never their trials). A job stored under the id the trials name (not the job
+result.json's) from another directory is another Harbor job whose trial directories were
+copied here: never adopted.
 """
 
 from __future__ import annotations
 
 import msgspec
 
+from casstore.digest import Digest
 from casstore.store.index import Index, Txn
 from casstore.table.columns import RewardTable
 from casstore.trials.identity import JobIdentity
@@ -58,7 +62,9 @@ def _former_job(txn: Txn, old: str, root: str, dirs: set[str]) -> JobRecord | No
     if raw is None:
         return None
     record = stored_job(old, raw)
-    if record.path == root or not dirs.isdisjoint(record.trial_names):
+    if record.path == root:
+        return record
+    if Digest.is_digest(old) and not dirs.isdisjoint(record.trial_names):
         return record
     return None
 

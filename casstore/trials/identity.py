@@ -19,8 +19,9 @@ usable as a key (:func:`~casstore.trials.records.job_id_problem`).
 **Former ids** (:attr:`JobIdentity.former`) are the other ids an import may have given the
 same directory: 3 with and without its config.json (casstore before schema 4 named a job
 imported before its result.json existed so, as any version does a job no trial names yet),
-and 2 when 1 differs from it. A job stored under a former id is this job: the import adopts it
-(:mod:`casstore.trials.adopt`), so that one Harbor job stays one stored job.
+and 2 when 1 differs from it. A job stored under a former id is this job when it was read from
+this directory: the import adopts it then (:mod:`casstore.trials.adopt`), so that one Harbor
+job stays one stored job.
 """
 
 from __future__ import annotations
