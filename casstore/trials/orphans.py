@@ -8,13 +8,13 @@ ids zstd dictionaries (``zstd_dicts``). Any other value is **orphaned**: ``orpha
 ``orphan_trial_record``, ``orphan_reward_table``, ``orphan_evidence``, ``orphan_dictionary``
 (:data:`KINDS`).
 
-No command leaves any: an import writes a job's record, packs and table in one transaction,
-only the evidence its trials reference, and removes the evidence and dictionaries it stops
+No command leaves any: an import writes a job's record, packs and table in one transaction, only
+the evidence its trials reference, and removes the evidence and dictionaries it stops
 referencing that no other trial references (:func:`drop_unreferenced`: trials replaced by saved
-trials or read again, a job adopted; every unreferenced one after a damaged trial pack was
-replaced, :func:`drop_all_unreferenced`). Orphans are damage (a lost job record) or the leftovers
-of an older version: fsck reports them (:mod:`casstore.trials.check`), ``casstore gc`` removes
-them (:func:`remove_orphans`), and importing the job directory again restores a lost job
+trials or read again, a job adopted; every unreferenced one after a damaged or lost trial pack
+was replaced, :func:`drop_all_unreferenced`). Orphans are damage (a lost job record) or the
+leftovers of an older version: fsck reports them (:mod:`casstore.trials.check`), ``casstore gc``
+removes them (:func:`remove_orphans`), and importing the job directory again restores a lost job
 record (the import merges the trial packs stored under its id, as for any stored job).
 
 Finding them costs nothing when there are none: a database is listed only when its count of
@@ -196,7 +196,7 @@ def drop_unreferenced(txn: Txn, evidence: Iterable[str], dictionaries: Iterable[
 
 def drop_all_unreferenced(txn: Txn) -> None:
     """:func:`drop_unreferenced` over every evidence value and zstd dictionary of the index:
-    after damaged trial records were replaced, whose references are unknown."""
+    after damaged or lost trial records were replaced, whose references are unknown."""
     keys = [
         [key.decode(errors="backslashreplace") for key, _ in txn.raw_items(db)]
         for db in ("evidence", "zstd_dicts")

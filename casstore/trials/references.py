@@ -4,8 +4,8 @@ them an import of the job's directory reads again.
 A trial read from its job directory has its evidence (the raw result.json, in an evidence pack)
 and zstd dictionary in the store. A trial imported from saved trials keeps the references it
 was saved with: to evidence in another store, or none. :func:`to_read_again` names the
-trials whose evidence the index lacks, and those of a damaged trial pack (the job record's
-trial names no intact pack holds), which an import of the job's directory reads again
+trials whose evidence the index lacks, and those of a damaged or lost trial pack (the job
+record's trial names no intact pack holds), which an import of the job's directory reads again
 (:mod:`casstore.trials.importing`); fsck reports them (``missing_evidence``,
 ``corrupt_trial``) until then.
 """
@@ -65,8 +65,8 @@ def to_read_again(txn: Txn, job: JobRecord) -> set[str]:
     """The names of the stored trials of ``job`` an import of its directory reads again: those
     whose evidence the index lacks (no reference, or one to an evidence value, a frame of it or
     a zstd dictionary that is not there; each value looked up once, hashes are fsck's to
-    check) and those the job record lists that no stored record holds (a damaged pack's, whose
-    records :func:`~casstore.trials.write.store_job` then replaces)."""
+    check) and those the job record lists that no stored record holds (a damaged or lost
+    pack's, whose records :func:`~casstore.trials.write.store_job` then replaces)."""
     frames: dict[str, int | None] = {}  # evidence key -> frames of its pack (None: an entry)
     dictionaries: dict[str | None, bool] = {None: True, "": True}
     missing = set()
