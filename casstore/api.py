@@ -31,6 +31,7 @@ from casstore.store.publish import PublishResult
 from casstore.store.tasksets import TasksetResult
 from casstore.trials.check import check_jobs
 from casstore.trials.jobstore import Jobs
+from casstore.trials.orphans import remove_orphans
 from casstore.trials.records import ImportReport
 from scoring import (
     DEFAULT_GROUP_BY,
@@ -261,6 +262,12 @@ def fsck(store: Store, progress: Progress = NO_PROGRESS) -> FsckReport:
 
 def gc(store: Store, dry_run: bool = False, min_age: float = 60.0) -> GcReport:
     """Remove the archive files of ``store`` that no revision references, and leftover
-    temporaries, older than ``min_age`` seconds (``dry_run``: only list them), as ``casstore
-    gc`` does; see :func:`casstore.store.gc.gc`."""
-    return check_store(store).gc(dry_run=dry_run, min_age=arguments.number(min_age, "min_age"))
+    temporaries, older than ``min_age`` seconds, and the imported jobs' values no job record
+    references (``job_data``; ``dry_run``: only list them), as ``casstore gc`` does; see
+    :func:`casstore.store.gc.gc` and :func:`casstore.trials.orphans.remove_orphans`."""
+    checked = check_store(store)
+    report = checked.gc(dry_run=dry_run, min_age=arguments.number(min_age, "min_age"))
+    orphans = remove_orphans(checked.index, dry_run)
+    freed = report.freed_bytes + sum(orphan.size for orphan in orphans)
+    data = [f"{orphan.db}/{orphan.key}" for orphan in orphans]
+    return report.model_copy(update={"job_data": data, "freed_bytes": freed})

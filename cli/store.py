@@ -256,7 +256,8 @@ def gc(
     ] = 60.0,
     json: JsonOption = False,
 ) -> None:
-    """Remove archive files no revision references (and stale temporaries)."""
+    """Remove archive files no revision references (and stale temporaries), and imported
+    jobs' data no job record references."""
     with _store(ctx) as store:
         report = api.gc(store, dry_run=dry_run, min_age=min_age)
     if json:
@@ -265,6 +266,10 @@ def gc(
     verb = "would remove" if dry_run else "removed"
     for ref in report.removed:
         out_console.print(f"{verb} {ref}")
+    for ref in report.job_data:
+        out_console.print(f"{verb} {ref}")
+    if report.job_data:
+        out_console.print(f"{verb} {_count(len(report.job_data), 'orphaned job value')}")
     removed = _count(len(report.removed), "archive")
     out_console.print(f"{verb} {removed}, {_count(report.freed_bytes, 'byte')}")
     if report.kept_young:

@@ -7,6 +7,11 @@ it; ``casstore import --json`` and ``rescore --json`` of the job. Only what depe
 clock or on where the checkout lies is left out (a job record's ``imported_at`` and ``path``,
 a revision's ``created``, a name's history times). A change of any byte of an archive, a trial
 pack, an evidence pack, a zstd dictionary, a reward table, a record or a report fails here.
+
+Schema 4 (issue 17) changed two of them on purpose: each trial pack now starts with 0xC1 and
+the CRC-32 of the schema-3 array that follows it (unchanged), and the job record says so
+(``pack_checksums``). The schema-3 digests are kept in ``tests/test_pack_checksums.py``, which
+checks that a store rewritten as schema 3 holds exactly those bytes.
 """
 
 from __future__ import annotations
@@ -139,12 +144,12 @@ JSON = {
     "rescore name": "4d563e227a6818e8eb7affc836b1d9241cdf43b0465bde2d499ae8602c3df37e",
 }
 STORE = {
-    "trial_packs": "d3f20740386f5dec3715b9e212587bb9fcf097f82e0791094d526f737d6fe6e0",
+    "trial_packs": "4ec5c6a69541e8aaf73eb3c1ba8d36e201fbab744629d2f040dc91d27360f3f0",
     "trials": "4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945",
     "reward_tables": "f144fe9781420b5aa324d8ca470b999b5b74c0586c99ed5ac62e42c69ab4fe12",
     "evidence": "48634212dc08273cb17d405dd5836066deeb40dd121f15b6d7f5191ac0910092",
     "zstd_dicts": "23ae0a661c9517304b3e1fdd1f8376a31ec7d4fb9711b1b03d8eb7bd09dd3fe5",
-    "jobs": "d0316bef1ab3cd7577586dd21523d1e83380bb0b1f25435b3ee0c32d77844550",
+    "jobs": "333b4b017027b5cfeda3a745f1faf3ce126d92a5123c799e41ae7632f401b151",
     "revisions": "fee5961c6ed32947663f18ea4398b03300a2aae9dced64f9b860a32fa68f17d5",
     "taskset_revisions": "ed1527785ec287b77a33ab3b3b67c4b9dd4cd682b415adb5b1e354c17da7df53",
     "tasks": "ef5b13488c182556ab9168fc7b9340476dd5f82f805e82f3eef41a25ed76a9e7",

@@ -8,13 +8,14 @@ import math
 import shutil
 from pathlib import Path
 
+import msgpack
 import numpy as np
 import pytest
 
 from casstore.api import fsck
 from casstore.errors import CheckError, RewardKeyError
 from casstore.store import Store
-from casstore.store.index import Txn
+from casstore.store.index import SCHEMA_VERSION, Txn
 from casstore.table.columns import Flag, Kind
 from casstore.trials import (
     Jobs,
@@ -383,7 +384,11 @@ def _pack_records(items: list[tuple[bytes, bytes]]) -> list[list]:
     """The trial records (msgpack arrays, decoded) of ``trial_packs`` items, in order."""
     import msgspec
 
-    return [record for _, value in items for record in msgspec.msgpack.decode(value)]
+    from casstore.trials.stored_form import pack_body
+
+    return [
+        record for _, value in items for record in msgspec.msgpack.decode(pack_body(value, True))
+    ]
 
 
 def _index_items(store_dir: Path) -> dict[str, list[tuple[bytes, bytes]]]:
@@ -674,7 +679,8 @@ def test_cli_import_real_jobs_folder_and_not_above(fixtures_dir: Path, tmp_path:
     code, full, _ = store_cli(
         capsys, store, "import", str(fixtures_dir / "jobs/full-trials"), "--json"
     )
-    assert code == 0 and full["trials"] == 3
+    # three trial directories of that job (their config.json name it): the same job
+    assert (code, full["job"], full["trials"], full["imported"]) == (0, report["job"], 89, 0)
 
 
 def test_cli_export_output_checked_and_no_temporary_left(tmp_path: Path, capsys) -> None:
@@ -792,11 +798,38 @@ def test_import_text_spells_out_its_flag_counts(tmp_path: Path, capsys) -> None:
 
 
 def _as_schema(store_dir: Path, version: int) -> None:
-    """Rewrite a store as schema ``version`` (1 or 2) wrote it: one record per trial in
-    ``trials`` (schema 2: the stored array; schema 1: a msgpack map of every field, with
-    ``job_id``, absolute ``result_path`` and the reward-key metadata), one evidence entry per
-    file (keyed by the SHA-256 of the entry, or of the raw file for schema 1) that the records
-    name instead of pack references, no packs, the schema marker."""
+    """Rewrite a store as schema ``version`` (1, 2 or 3) wrote it: job records without
+    ``pack_checksums``; schema 3: trial packs without their CRC-32 (the msgpack array alone);
+    schemas 1 and 2: one record per trial in ``trials`` (schema 2: the stored array; schema 1:
+    a msgpack map of every field, with ``job_id``, absolute ``result_path`` and the
+    reward-key metadata), one evidence entry per file (keyed by the SHA-256 of the entry, or
+    of the raw file for schema 1) that the records name instead of pack references, no
+    packs; the schema marker."""
+    import lmdb
+
+    from casstore.store.values import encode_value
+
+    env = lmdb.open(str(store_dir / "index"), max_dbs=32)
+    try:
+        with env.begin(write=True) as txn:
+            db = {name: env.open_db(name.encode(), txn=txn) for name in TRIAL_DATABASES}
+            for key, value in list(txn.cursor(db=db["jobs"])):
+                record = msgpack.unpackb(value)
+                if record.pop("pack_checksums", None) is not None:
+                    txn.put(key, msgpack.packb(record, use_bin_type=True), db=db["jobs"])
+            for key, value in list(txn.cursor(db=db["trial_packs"])):
+                if value[:1] == b"\xc1":  # 0xC1, the CRC-32 (4 bytes), the array
+                    txn.put(key, value[5:], db=db["trial_packs"])
+            txn.put(b"schema", encode_value(version), db=env.open_db(b"meta", txn=txn))
+    finally:
+        env.close()
+    if version < 3:
+        _as_single_records(store_dir, version)
+
+
+def _as_single_records(store_dir: Path, version: int) -> None:
+    """The trial packs and evidence packs of a schema-3 store rewritten as schema ``version``
+    (1 or 2) kept them (see :func:`_as_schema`)."""
     import hashlib
 
     import lmdb
@@ -854,7 +887,7 @@ def test_older_store_is_read_and_upgraded(tmp_path: Path, version: int) -> None:
     """A store written by schema 1 (records as maps) or 2 (one record and one evidence entry
     per trial) opens, its records and evidence read as before (its marker kept), and a
     re-import that shifts attempts merges old and new records into packs (old evidence kept)
-    and marks it 3."""
+    and marks it 4."""
     job_dir = _job(tmp_path, 20)  # enough for a zstd dictionary
     with Store(tmp_path / "store") as store:
         (first,) = Jobs(store).import_jobs([job_dir])
@@ -879,7 +912,7 @@ def test_older_store_is_read_and_upgraded(tmp_path: Path, version: int) -> None:
         assert store.index.read(lambda txn: txn.get("meta", "schema")) == version
         (second,) = Jobs(store).import_jobs([job_dir])
         assert second.imported == 1 and second.trials == 21
-        assert store.index.read(lambda txn: txn.get("meta", "schema")) == 3
+        assert store.index.read(lambda txn: txn.get("meta", "schema")) == SCHEMA_VERSION == 4
         records = {r.trial_name: r for r in Jobs(store).trial_records(first.job)}
         assert Jobs(store).evidence(records["t0__new"].evidence).startswith(b"{")
         assert fsck(store).ok
@@ -905,16 +938,16 @@ def _schema_marker(store_dir: Path) -> int:
         env.close()
 
 
-@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("version", [2, 3, 4])
 def test_reading_commands_leave_the_index_as_it_was(tmp_path: Path, capsys, version: int) -> None:
     """Opening a store and reading it (fsck, ls, show, export, rescore, gc) writes nothing to
     data.mdb: an older store keeps its schema marker, so the casstore that wrote it still opens
-    it. The first write (an import) marks it 3."""
+    it. The first write (an import) marks it 4."""
     store_dir = tmp_path / "store"
     job_dir = _job(tmp_path, 20)
     code, report, _ = store_cli(capsys, store_dir, "import", str(job_dir), "--json")
     assert code == 0
-    if version != 3:
+    if version != 4:
         _as_schema(store_dir, version)
     assert _schema_marker(store_dir) == version
     data = store_dir / "index" / "data.mdb"
@@ -940,7 +973,7 @@ def test_reading_commands_leave_the_index_as_it_was(tmp_path: Path, capsys, vers
     write_trial(job_dir, "t0__new", trial_json(trial_result("t0", "t0__new", {"reward": 1})))
     code, again, err = store_cli(capsys, store_dir, "import", str(job_dir), "--json")
     assert (code, err, again["imported"]) == (0, "", 1)
-    assert _schema_marker(store_dir) == 3
+    assert _schema_marker(store_dir) == 4
 
 
 def test_older_schema_is_marked_by_the_first_committed_write(tmp_path: Path) -> None:
@@ -953,7 +986,7 @@ def test_older_schema_is_marked_by_the_first_committed_write(tmp_path: Path) -> 
     index_dir = tmp_path / "index"
     with Index(index_dir):
         pass
-    assert _schema_marker(tmp_path) == 3
+    assert _schema_marker(tmp_path) == 4
     with Index(index_dir) as index:
         index.write(lambda txn: txn.put("meta", "schema", 2))
     with Index(index_dir) as index:
@@ -969,16 +1002,16 @@ def test_older_schema_is_marked_by_the_first_committed_write(tmp_path: Path) -> 
         marker_and_y = index.read(lambda txn: (txn.get("meta", "schema"), txn.get("jobs", "y")))
         assert marker_and_y == (2, None)
         index.write(lambda txn: txn.put("jobs", "z", 1))
-        assert index.read(lambda txn: txn.get("meta", "schema")) == 3
-        index.write(lambda txn: txn.put("meta", "schema", 4))  # a newer casstore's index
+        assert index.read(lambda txn: txn.get("meta", "schema")) == 4
+        index.write(lambda txn: txn.put("meta", "schema", 5))  # a newer casstore's index
     with pytest.raises(StoreError) as refused:
         Index(index_dir)
-    assert str(refused.value) == "index: schema version 4, expected 3"
+    assert str(refused.value) == "index: schema version 5, expected 4"
 
 
 def test_streamed_import_marks_an_older_schema(tmp_path: Path) -> None:
     """A new job written while it is parsed (its own write transaction, not
-    ``Index.write``) marks an index of an older schema 3 when it commits, as any first write
+    ``Index.write``) marks an index of an older schema 4 when it commits, as any first write
     does: older code would open the index and miss the job's packs."""
     store_dir = tmp_path / "store"
     first = _job(tmp_path / "a")
@@ -990,7 +1023,7 @@ def test_streamed_import_marks_an_older_schema(tmp_path: Path) -> None:
     with Store(store_dir) as store:
         (report,) = Jobs(store).import_jobs([second])
         assert report.imported == 1
-    assert _schema_marker(store_dir) == 3
+    assert _schema_marker(store_dir) == 4
     with Store(store_dir) as store:
         assert [r.trial_name for r in Jobs(store).trial_records("another-job")] == ["t0__x"]
         assert fsck(store).ok
@@ -1005,7 +1038,6 @@ def msgspec_replace(record, **changes):
 def test_stored_records_are_compact_and_round_trip(tmp_path: Path) -> None:
     """A stored record holds neither the job id nor the job directory nor the job's reward
     key, and decodes to the record read from the job directory."""
-    import msgspec
 
     job_dir = _job(tmp_path)
     parsed = read_job(job_dir)
@@ -1015,7 +1047,7 @@ def test_stored_records_are_compact_and_round_trip(tmp_path: Path) -> None:
             parsed.trials, key=lambda r: r.trial_name
         )
     ((key, value),) = _index_items(tmp_path / "store")["trial_packs"]
-    stored = msgspec.msgpack.decode(value)[0]
+    stored = _pack_records([(key, value)])[0]
     assert isinstance(stored, list) and key.decode() == f"{report.job}/00000000"
     assert report.job not in stored and str(job_dir.resolve()) not in str(stored)
     assert stored[-2:] == [f"{stored[0]}/result.json", {}]

@@ -173,13 +173,13 @@ def test_flipped_trial_record(imported, capsys, tmp_path: Path) -> None:
 
 
 def test_missing_evidence_and_trial_record(imported, capsys) -> None:
-    from casstore.trials.stored_form import encode_trial_pack
+    from casstore.trials.stored_form import encode_trial_pack, pack_body
 
     store_dir, job = imported
     with Store(store_dir, create=False) as store:
         records = Jobs(store).trial_records(job)
     pack = f"{job}/00000000"
-    stored = msgspec.msgpack.decode(_raw(store_dir, "trial_packs", pack))
+    stored = msgspec.msgpack.decode(pack_body(_raw(store_dir, "trial_packs", pack), True))
     with Store(store_dir, create=False) as store:
 
         def damage(txn) -> None:

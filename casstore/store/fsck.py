@@ -5,7 +5,8 @@ verification: address, structure or content digest), ``dangling_reference`` (a n
 taskset pin names a revision that does not exist); of imported jobs (:mod:`casstore.trials.check`,
 passed in as a check): ``corrupt_job``, ``corrupt_trial``, ``corrupt_reward_table`` (damaged,
 failing a CRC-32, or not one row per trial record), ``missing_evidence`` and ``corrupt_evidence`` (a
-pack not hashing to its digest, or without the trial's frame). Information: ``orphans`` (archive
+pack not hashing to its digest, or without the trial's frame), and the ``orphan_*`` kinds of
+orphaned job data (:mod:`casstore.trials.orphans`). Information: ``orphans`` (archive
 files no revision references) and ``temporaries`` (leftovers of interrupted writes).
 """
 

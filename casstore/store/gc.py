@@ -21,13 +21,16 @@ __all__ = ["GcReport", "gc"]
 class GcReport(BaseModel):
     """``removed`` archive references (or those that would be, with ``dry_run``), removed
     ``temporaries``, ``freed_bytes``, and ``kept_young``: unreferenced archives spared because
-    they are younger than the minimum age."""
+    they are younger than the minimum age; ``job_data``: the index values of imported jobs
+    no job record references, removed as ``db/key`` (``casstore.gc`` fills it in, see
+    ``casstore.trials.orphans``)."""
 
     dry_run: bool
     removed: list[str]
     temporaries: list[str]
     freed_bytes: int
     kept_young: list[str] = []
+    job_data: list[str] = []
 
 
 def gc(store: StoreHandle, dry_run: bool = False, min_age: float = 60.0) -> GcReport:

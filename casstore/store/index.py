@@ -46,15 +46,17 @@ __all__ = [
     "WriteTxn",
 ]
 
-SCHEMA_VERSION = 3
-UPGRADED_SCHEMAS = (1, 2)
+SCHEMA_VERSION = 4
+UPGRADED_SCHEMAS = (1, 2, 3)
 """Versions this code reads, and marks as :data:`SCHEMA_VERSION` in its first write
-transaction (never on open): schema 3 keeps a
-job's trial records in packs (``trial_packs``) and its evidence in packs referenced
-``<key>#<index>``; schema 2 one record per trial (``trials``) as an array
-(:func:`casstore.trials.stored_form.encode_stored`) and one evidence entry per file; schema 1 the
-records as maps. All of them still decode (:mod:`casstore.trials.stored`). Code that knows
-only an older schema refuses a newer store (it would miss the packs)."""
+transaction (never on open): schema 4 writes each trial pack behind a CRC-32 of it
+(:func:`casstore.trials.stored_form.encode_trial_pack`; a job record says its packs carry
+them); schema 3 keeps a job's trial records in packs (``trial_packs``) without one and its
+evidence in packs referenced ``<key>#<index>``; schema 2 one record per trial (``trials``) as
+an array (:func:`casstore.trials.stored_form.encode_stored`) and one evidence entry per file;
+schema 1 the records as maps. All of them still decode (:mod:`casstore.trials.stored`); the
+next import into a job rewrites it as schema 4 does. Code that knows only an older schema
+refuses a newer store (it would miss the packs, or their checks)."""
 DATABASES = (
     "meta",
     "tasks",

@@ -14,17 +14,18 @@ The contract the scoring engine codes against:
   ``reward_table``, ``trial_records``, ``evidence`` (see :mod:`casstore.trials.stored`).
 
 Modules, by verb: :mod:`~casstore.trials.find` (job directories), :mod:`~casstore.trials.files`
-(job-level files, job ids), :mod:`~casstore.trials.parse` (one result.json),
-:mod:`~casstore.trials.rules` (a trial's flags, failure code, attempt, agent label; counts),
-:mod:`~casstore.trials.chunk` (one chunk of trial directories), :mod:`~casstore.trials.workers`
-(the chunks, in parallel), :mod:`~casstore.trials.merge` (chunks into a job and its table),
-:mod:`~casstore.trials.drift` (Harbor schema drift), :mod:`~casstore.trials.read`
-(``read_job``), :mod:`~casstore.trials.table` (tables of records),
+(job-level files), :mod:`~casstore.trials.identity` (job ids), :mod:`~casstore.trials.parse`
+(one result.json), :mod:`~casstore.trials.rules` (a trial's flags, failure code, attempt,
+agent label; counts), :mod:`~casstore.trials.chunk` (one chunk of trial directories),
+:mod:`~casstore.trials.workers` (the chunks, in parallel), :mod:`~casstore.trials.merge` (chunks
+into a job and its table), :mod:`~casstore.trials.drift` (Harbor schema drift),
+:mod:`~casstore.trials.read` (``read_job``), :mod:`~casstore.trials.table` (tables of records),
 :mod:`~casstore.trials.evidence`, :mod:`~casstore.trials.records`, :mod:`~casstore.trials.saved`;
-the store's side: :mod:`~casstore.trials.importing` (the import), :mod:`~casstore.trials.stream`
-(a new job written while parsed), :mod:`~casstore.trials.write` (a parsed job stored),
-:mod:`~casstore.trials.packs` (trial packs), :mod:`~casstore.trials.stored` (reads),
-:mod:`~casstore.trials.stored_evidence` (evidence reads), :mod:`~casstore.trials.check` (fsck).
+the store's side: :mod:`~casstore.trials.importing` (the import), :mod:`~casstore.trials.adopt`
+(a job stored under a former id), :mod:`~casstore.trials.stream` (a new job written while
+parsed), :mod:`~casstore.trials.write` (a parsed job stored), :mod:`~casstore.trials.packs`
+(trial packs), :mod:`~casstore.trials.stored` (reads), :mod:`~casstore.trials.stored_evidence`
+(evidence reads), :mod:`~casstore.trials.check` (fsck).
 """
 
 from casstore.table.codes import FailureCode

@@ -1,20 +1,27 @@
 """What ``casstore fsck`` checks of imported jobs (read only, one read transaction).
 
-For every job record of the ``jobs`` database: the record decodes (``corrupt_job``); every
-trial pack (and older single trial record) of the job decodes, no pack is empty and no trial
-name is stored twice (``corrupt_trial``); the job record's trial count and names are those of
-the stored records (``corrupt_job``); the job's reward table loads with every column's CRC-32
-verified, the lazily checked name columns included, passes :meth:`RewardTable.validate` and
-has one row per trial record (``corrupt_reward_table``; the row count is not compared when a
-pack does not decode: its record count is unknown); and, for a job read from its job
-directory (its record has ``imported_at``), every trial's evidence and zstd dictionary exist
-(``missing_evidence``), and every evidence pack a trial references hashes to its key and
-holds the trial's frame, every older per-file entry to its key, every dictionary to its id
-(``corrupt_evidence``). Trials imported only from saved-trials files keep their evidence where
-it was (see :func:`casstore.trials.importing.import_records`), so their evidence is not looked up.
+For every job record of the ``jobs`` database: the record decodes (``corrupt_job``); every trial
+pack (and older single trial record) of the job decodes, its CRC-32 checked, no pack is empty
+and no trial name is stored twice (``corrupt_trial``; importing the job directory again replaces
+a damaged pack, see :func:`casstore.trials.write.store_job`); the job record's trial count and
+names are those of the stored records (``corrupt_job``); the job's reward table loads with every
+column's CRC-32 verified, the lazily checked name columns included, passes
+:meth:`RewardTable.validate` and has one row per trial record (``corrupt_reward_table``; the row
+count is not compared when a pack does not decode: its record count is unknown); and, for a job
+read from its job directory (its record has ``imported_at``), every trial has an evidence
+reference and its evidence and zstd dictionary exist (``missing_evidence``: importing the
+directory again reads such trials again, see :func:`casstore.trials.references.to_read_again`),
+and every evidence pack a trial references hashes to its key and holds the trial's frame, every
+older per-file entry to its key, every dictionary to its id (``corrupt_evidence``). Trials
+imported only from saved-trials files keep their evidence where it was (see
+:func:`casstore.trials.importing.import_records`), so their evidence is not looked up. Then the
+values of the trial databases no job record reaches are ``orphan_*`` problems
+(:mod:`casstore.trials.orphans`; evidence and dictionaries only when every job record and pack
+decoded: else what they reference is unknown).
 
-Problems are ``(kind, ref, message)``: ``ref`` is the job id, or ``<job id>/<trial name>`` for
-a trial; ``message`` the :class:`CorruptStoreError` line naming the database and key.
+Problems are ``(kind, ref, message)``: ``ref`` is the job id, ``<job id>/<trial name>`` for a
+trial, the key of a damaged pack or of an orphaned value; ``message`` the line naming the
+database and key (a :class:`CorruptStoreError`'s, or what is wrong and how to repair it).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from casstore.store.fsck import Checked, Problem
 from casstore.store.index import Txn
 from casstore.store.values import decode, decode_value
 from casstore.trials.evidence import entry_key, frame_count, split_reference
+from casstore.trials.orphans import Referenced, find_orphans
 from casstore.trials.packs import job_packs, older_trials
 from casstore.trials.records import JobRecord, TrialRecord
 from casstore.trials.stored import stored_job, stored_pack, stored_table, stored_trial
@@ -39,17 +47,23 @@ def check_jobs(txn: Txn) -> Checked:
     :func:`casstore.store.fsck.fsck`, counting ``jobs`` and their ``trials`` (records); never
     raises for damaged data, which becomes a problem."""
     result = Checked({"jobs": 0, "trials": 0})
+    referenced = Referenced()
     for key, raw in txn.raw_items("jobs"):
         job_id = key.decode(errors="backslashreplace")
         record = _job(job_id, raw, result.problems)
-        trials = _check_trials(txn, job_id, record, result.problems)
+        referenced.jobs.add(job_id)
+        referenced.add_trial(None, record.dictionary if record else None)
+        trials = _check_trials(txn, job_id, record, result.problems, referenced)
+        referenced.complete &= trials.complete and record is not None
         if trials.complete and record is not None:
             result.problems += _record_problems(job_id, record, trials.names)
         table = _table_problem(txn, job_id, len(trials.names) if trials.complete else None)
         if table is not None:
             result.problems.append(table)
+        referenced.tables += txn.has("reward_tables", job_id)
         result.counts["jobs"] += 1
         result.counts["trials"] += len(trials.names)
+    result.problems += [Problem(o.kind, o.key, o.message) for o in find_orphans(txn, referenced)]
     return result
 
 
@@ -70,13 +84,18 @@ class _Trials(NamedTuple):
 
 
 def _check_trials(
-    txn: Txn, job_id: str, record: JobRecord | None, problems: list[Problem]
+    txn: Txn,
+    job_id: str,
+    record: JobRecord | None,
+    problems: list[Problem],
+    referenced: Referenced,
 ) -> _Trials:
     """Decode every trial pack and older single record of ``job_id`` (``corrupt_trial``: a
     damaged or empty pack, a trial name stored twice) and, for a job read from its directory,
-    check its evidence (:class:`_EvidenceCheck`). One pack or record is decoded at a time,
-    never all kept."""
+    check its evidence (:class:`_EvidenceCheck`); count them and their trials' references in
+    ``referenced``. One pack or record is decoded at a time, never all kept."""
     path, reward_key = (record.path, record.reward_key) if record else (None, "")
+    checksums = record.pack_checksums if record else False  # (unknown: checked when present)
     evidence = _EvidenceCheck(txn) if record is not None and record.imported_at else None
     names: list[str] = []
     where: dict[str, str] = {}  # trial name -> the pack or record holding it
@@ -86,11 +105,14 @@ def _check_trials(
         ("trial_packs", job_packs(txn, job_id), stored_pack),
     ):
         for key, raw in items:
+            referenced.older += db == "trials"
+            referenced.packs += db == "trial_packs"
             ref = f"{db}/{key.decode(errors='backslashreplace')}"
             try:
-                trials = decoder(key, raw, job_id, path, reward_key)
+                trials = decoder(key, raw, job_id, path, reward_key, checksums)
             except CorruptStoreError as error:
-                problems.append(Problem("corrupt_trial", ref.partition("/")[2], str(error)))
+                message = f"{error}{_REWRITE}"
+                problems.append(Problem("corrupt_trial", ref.partition("/")[2], message))
                 complete = False
                 continue
             if not trials:
@@ -102,13 +124,14 @@ def _check_trials(
                     problems.append(Problem("corrupt_trial", f"{job_id}/{name}", message))
                 where[name] = ref
                 names.append(name)
+                referenced.add_trial(trial.evidence, trial.evidence_dict)
                 if evidence is not None:
                     problems.extend(evidence.problems(trial))
     return _Trials(names, complete)
 
 
 def _single(
-    key: bytes, raw: bytes, job_id: str, path: str | None, reward_key: str
+    key: bytes, raw: bytes, job_id: str, path: str | None, reward_key: str, _: bool
 ) -> list[TrialRecord]:
     """:func:`stored_trial` as a list of one (an older store's single trial record)."""
     return [stored_trial(key, raw, job_id, path, reward_key)]
@@ -144,9 +167,9 @@ class _EvidenceCheck:
         its key, does not decode, or has no frame at the trial's index, or an older entry
         does not hash to its key; ``corrupt_trial`` when another trial names the same
         evidence (a changed reference)."""
-        if not trial.evidence:
-            return []
         ref = f"{trial.job_id}/{trial.trial_name}"
+        if not trial.evidence:  # (saved trials without evidence merged into the job)
+            return [Problem("missing_evidence", ref, f"{ref}: no evidence reference{_REFILL}")]
         try:
             key, index = split_reference(trial.evidence)
         except ValueError as error:
@@ -160,7 +183,7 @@ class _EvidenceCheck:
             message = f"evidence reference {trial.evidence} is trial {other!r}'s"
             found.append(Problem("corrupt_trial", ref, message))
         if problem is not None:
-            found.append(Problem(_evidence_kind(problem), ref, problem))
+            found.append(_evidence_problem(ref, problem))
         elif index is not None and index >= frames:
             message = f"evidence/{key}: {frames} frames, no frame {index}"
             found.append(Problem("corrupt_evidence", ref, message))
@@ -170,7 +193,7 @@ class _EvidenceCheck:
                 self.dictionaries[name] = self._dictionary(name)
             problem = self.dictionaries[name]
             if problem is not None:
-                found.append(Problem(_evidence_kind(problem), ref, problem))
+                found.append(_evidence_problem(ref, problem))
         return found
 
     def _dictionary(self, name: str) -> str | None:
@@ -204,9 +227,16 @@ class _EvidenceCheck:
         return None, frames
 
 
-def _evidence_kind(problem: str) -> str:
-    """The problem kind of an evidence or dictionary problem message."""
-    return "missing_evidence" if problem.endswith(": missing") else "corrupt_evidence"
+_REFILL = " (importing the job directory again reads it again)"
+_REWRITE = " (importing the job directory again replaces it with the trials read again)"
+
+
+def _evidence_problem(ref: str, problem: str) -> Problem:
+    """The problem of a trial's evidence or dictionary: ``missing_evidence`` (with how to
+    repair it) or ``corrupt_evidence``."""
+    if problem.endswith(": missing"):
+        return Problem("missing_evidence", ref, problem + _REFILL)
+    return Problem("corrupt_evidence", ref, problem)
 
 
 def _table_problem(txn: Txn, job_id: str, trials: int | None) -> Problem | None:

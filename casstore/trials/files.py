@@ -1,4 +1,4 @@
-"""Read the files of a job directory safely, and name the job: its id.
+"""Read the files of a job directory safely (the job's id: :mod:`casstore.trials.identity`).
 
 A job-level file (``config.json``, ``lock.json``, ``result.json``) or a trial's
 ``result.json`` is opened without blocking (a FIFO put in its place reads as empty) and refused
@@ -16,17 +16,13 @@ from typing import Any
 
 import msgspec
 
-from casstore.digest import Digest
 from casstore.errors import is_text
-from casstore.trials.records import job_id_problem
 
 __all__ = [
     "MAX_RESULT_BYTES",
     "OPEN_FLAGS",
     "READ_SIZE",
     "decode_json",
-    "job_id_at",
-    "job_id_of",
     "read_bytes",
     "read_rest",
     "shown",
@@ -95,21 +91,3 @@ def shown(name: str) -> str:
     if is_text(name):
         return name
     return os.fsencode(name).decode("utf-8", "backslashreplace")
-
-
-def job_id_at(path: Path) -> str:
-    """The id of the job directory at ``path``, as ``read_job`` reads it
-    (:func:`job_id_of` of its result.json and config.json)."""
-    return job_id_of(
-        path, decode_json(read_bytes(path / "result.json")), read_bytes(path / "config.json")
-    )
-
-
-def job_id_of(path: Path, result: Any, config_bytes: bytes | None) -> str:
-    """Harbor's job ``result.json`` ``id`` when it is a usable job id (:func:`job_id_problem`),
-    else ``sha256:`` of the directory name and config.json bytes."""
-    job_id = result.get("id") if isinstance(result, dict) else None
-    if isinstance(job_id, str) and job_id_problem(job_id) is None:
-        return job_id
-    name = os.fsencode(path.resolve().name)
-    return str(Digest.of(name + b"\0" + (config_bytes or b"")))

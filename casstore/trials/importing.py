@@ -1,10 +1,17 @@
 """Importing Harbor job directories and saved-trials files into a store's index.
 
 Re-importing a job is idempotent: trial directories already stored (by name) are not read
-again; new ones are added, attempts are re-assigned over all of the job's trials and the
-job's reward table is rebuilt. Importing with another ``reward_key`` rebuilds the table and
-the records' reward-key metadata. A report's ``imported`` counts only the trials the store did
-not hold before (re-importing the same job or saved-trials file reports 0 new).
+again, unless the index lacks their evidence (saved trials imported first: their records are
+replaced by the directory's, evidence and all) or their trial pack is damaged (the pack is
+written anew; see :func:`~casstore.trials.references.to_read_again`); new ones are added,
+attempts are re-assigned over all of the job's trials and the job's reward table is rebuilt.
+Importing with another ``reward_key`` rebuilds the table and the records' reward-key metadata.
+A report's ``imported`` counts only the trials the store did not hold before (re-importing the
+same job or saved-trials file reports 0 new).
+
+A job directory's job id is Harbor's id of the job whatever moment it is imported at
+(:mod:`casstore.trials.identity`); a job stored under a former id of the directory is adopted
+first (:mod:`casstore.trials.adopt`): one Harbor job is one stored job.
 
 A job keeps the name it was first imported with: re-importing it with another ``name`` is
 refused (:class:`UsageError` naming the job and its current name), so that the name it was
@@ -27,11 +34,13 @@ from pathlib import Path
 from casstore.errors import CheckError, UsageError, is_text, printable
 from casstore.progress import Progress
 from casstore.store.index import Index, Txn
-from casstore.trials.files import job_id_at
+from casstore.trials.adopt import adopt_former
 from casstore.trials.find import find_jobs, subdir_names
+from casstore.trials.identity import job_identity_at
 from casstore.trials.imported import ImportedJob
 from casstore.trials.read import paused_gc, read_job
 from casstore.trials.records import ImportReport, JobRecord, TrialRecord
+from casstore.trials.references import to_read_again
 from casstore.trials.saved import read_trials_jsonl
 from casstore.trials.stored import stored_job
 from casstore.trials.stream import JobStream
@@ -107,14 +116,19 @@ def _import_dir(
 ) -> ImportReport:
     """Import one job directory (``trial_dirs``: its subdirectories' names): a new job
     written while parsed, else the new trial directories merged with the stored ones."""
-    job_id = job_id_at(job_dir)  # as read_job gives it: the stream writes under this id
+    identity = job_identity_at(job_dir, trial_dirs)
+    job_id = identity.id  # read_job is given it: the stream writes under this id
+    adopt_former(index, str(job_dir.resolve()), identity, trial_dirs)
     existing = index.read(lambda txn: txn.get("jobs", job_id))
     existing_record = stored_job(job_id, existing) if existing else None
     _check_name(str(job_dir), job_id, name, existing_record)
-    skip = set()
+    skip: set[str] = set()
+    refill: set[str] = set()  # stored trials whose evidence the index lacks: read again
     dictionary = None
     if existing_record is not None:
-        skip = set(existing_record.trial_names)
+        stored_as = existing_record
+        refill = index.read(lambda txn: to_read_again(txn, stored_as))
+        skip = set(existing_record.trial_names) - refill
         if dict_id := existing_record.dictionary:
             dictionary = index.read(lambda txn: txn.get("zstd_dicts", dict_id))
     advance = progress.advance if progress is not None else None
@@ -127,6 +141,7 @@ def _import_dir(
             name=name or (existing_record.name if existing_record else None),
             skip=skip & set(trial_dirs),  # Harbor names trial directories after their trials
             trial_dirs=trial_dirs,
+            job_id=job_id,
             dictionary=dictionary,
             progress=advance,
             sink=stream,
@@ -147,7 +162,7 @@ def _import_dir(
             raw = txn.get("jobs", job_id)
             previous = stored_job(job_id, raw) if raw else None
             _check_name(str(job_dir), job_id, name, previous)
-        return store_job(txn, parsed, previous)
+        return store_job(txn, parsed, previous, refill=refill)
 
     reserve_for(index, parsed)
     with paused_gc():

@@ -106,12 +106,22 @@ def merge(chunks: list[Chunk], kept: np.ndarray | None, jobs: list[str], reward_
     return Packed(
         names=names,
         records=records,
-        evidence=[(c.ev_key, c.ev_pack) for c in chunks if c.ev_key],
+        evidence=_evidence(chunks, kept),
         failures=_failures(table),
         counts=counts(table.flags),
         table=table,
         rewritten=segments is None,
     )
+
+
+def _evidence(chunks: list[Chunk], kept: np.ndarray | None) -> list[tuple[bytes, bytes]]:
+    """The chunks' evidence packs, but those of chunks none of whose rows is ``kept``: no
+    record would reference them (a chunk of duplicate trial names)."""
+    if kept is None:
+        return [(c.ev_key, c.ev_pack) for c in chunks if c.ev_key]
+    ends = np.cumsum([len(c.names) for c in chunks])
+    alive = set(np.searchsorted(ends, kept, side="right").tolist())
+    return [(c.ev_key, c.ev_pack) for k, c in enumerate(chunks) if c.ev_key and k in alive]
 
 
 def _array(chunks: list[Chunk], name: str, dtype: Any) -> np.ndarray:

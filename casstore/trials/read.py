@@ -26,8 +26,9 @@ from casstore.table.codes import FailureCode, ordered_counts
 from casstore.trials.chunk import Chunk, ChunkSink, cut
 from casstore.trials.drift import drift
 from casstore.trials.evidence import Evidence, train
-from casstore.trials.files import decode_json, job_id_of, read_bytes, shown, text_at
+from casstore.trials.files import decode_json, read_bytes, shown, text_at
 from casstore.trials.find import subdir_names
+from casstore.trials.identity import job_identity
 from casstore.trials.imported import ImportedJob
 from casstore.trials.merge import Packed, merge
 from casstore.trials.records import Diagnostic, JobRecord, label_record
@@ -72,9 +73,11 @@ class _JobDir:
     skipped: set[str]
 
     @classmethod
-    def open(cls, path: Path, skip: Iterable[str], trial_dirs: list[str] | None) -> _JobDir:
-        """The job directory at ``path``; UsageError when it is no directory or its path is
-        not UTF-8."""
+    def open(
+        cls, path: Path, skip: Iterable[str], trial_dirs: list[str] | None, job_id: str | None
+    ) -> _JobDir:
+        """The job directory at ``path`` (``job_id``: its id when the caller knows it, else
+        :func:`job_identity`'s); UsageError when it is no directory or its path is not UTF-8."""
         if not path.is_dir():
             raise UsageError(str(path), "not a directory (expected a Harbor job directory)")
         # trials' result_path absolute (as the job record's path): the rebuild hint of a
@@ -89,6 +92,8 @@ class _JobDir:
         result = decode_json(result_bytes)
         skipped = set(skip)
         all_names = subdir_names(path) if trial_dirs is None else trial_dirs
+        if job_id is None:
+            job_id = job_identity(path, result, config_bytes, all_names).id
         names = [n for n in all_names if n not in skipped] if skipped else all_names
         return cls(
             path=path,
@@ -98,7 +103,7 @@ class _JobDir:
             result_bytes=result_bytes,
             result=result,
             lock=decode_json(read_bytes(path / "lock.json")),
-            job_id=job_id_of(path, result, config_bytes),
+            job_id=job_id,
             all_names=all_names,
             names=names,
             skipped=skipped,
@@ -137,6 +142,7 @@ def read_job(
     check_harbor: bool = True,
     sink: ChunkSink | None = None,
     trial_dirs: list[str] | None = None,
+    job_id: str | None = None,
 ) -> ImportedJob:
     """Parse one Harbor job directory (no store involved).
 
@@ -149,14 +155,15 @@ def read_job(
     with Harbor's own models to report ``harbor_schema_drift``. ``sink``: receives the parsed
     chunks as they come (see :class:`ChunkSink`; the store's import writes them meanwhile).
     ``trial_dirs``: the visible sub-directories of ``path``, sorted, when the caller listed
-    them already.
+    them already. ``job_id``: the job's id when the caller named it already (an import, from
+    :func:`~casstore.trials.identity.job_identity_at`), else read as that function does.
 
     Diagnostics (``code``): ``job_result_missing_partial``, ``trial_count_mismatch``,
     ``result_unreadable`` (with the trial directories), ``harbor_schema_drift``,
     ``duplicate_trial_name``. Raises :class:`UsageError` when ``path`` is not a directory and
     :class:`CheckError` when no trial can be read and there is no job result.json either.
     """
-    job = _JobDir.open(Path(path), skip, trial_dirs)
+    job = _JobDir.open(Path(path), skip, trial_dirs, job_id)
     evidence = Evidence(dictionary if dictionary is not None else _trained(job))
     n_workers = workers if workers is not None else default_workers(len(job.names))
     if sink is not None:

@@ -185,15 +185,19 @@ class TrialRecord(msgspec.Struct, omit_defaults=True, gc=False):
 class JobRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One imported Harbor job.
 
-    ``job_id`` (Harbor's job ``result.json`` ``id``, else ``sha256:`` of the directory name and
-    config.json), ``name`` (default the directory name), ``path`` (absolute, at import),
+    ``job_id`` (Harbor's id of the job, else ``sha256:`` of the directory name and
+    config.json: see :mod:`casstore.trials.identity`), ``name`` (default the directory name),
+    ``path`` (absolute, at import),
     ``reward_key`` the table was built with, ``harbor_version`` (lock.json), ``started_at``/
     ``finished_at`` (job result.json), ``expected_trials`` (lock.json, result.json or
     config.json; None if unknown) and where it came from (``expected_from``), ``trials``
     (records stored), ``trial_names`` (sorted), ``recorded_metrics`` (Harbor's own
     ``stats.evals[*].metrics`` from result.json), ``agents``/``models``/``datasets`` labels,
     ``dictionary`` (zstd dictionary id or None), ``failure_codes`` (code → count),
-    ``diagnostics``, ``imported_at``.
+    ``diagnostics``, ``imported_at``; ``aliases``: the ids and names of jobs stored before
+    under a former id of the job's directory and adopted by it (they still resolve to it, see
+    :mod:`casstore.trials.adopt`); ``pack_checksums``: its trial packs carry a CRC-32 each
+    (every job written by schema 4; one written before gets them at its next import).
     """
 
     job_id: str
@@ -215,6 +219,8 @@ class JobRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     failure_codes: dict[str, int] = {}
     diagnostics: list[dict[str, Any]] = []
     imported_at: str | None = None
+    aliases: list[str] = []
+    pack_checksums: bool = False
 
 
 class ImportReport(msgspec.Struct, kw_only=True):

@@ -39,6 +39,7 @@ __all__ = [
     "TRIAL_DATABASES",
     "job_record",
     "jobs",
+    "note_damage",
     "reward_table",
     "stored_job",
     "stored_pack",
@@ -82,23 +83,44 @@ def stored_trial(
 
 
 def stored_pack(
-    key: bytes, raw: bytes, job_id: str, path: str | None, reward_key: str
+    key: bytes, raw: bytes, job_id: str, path: str | None, reward_key: str, checksums: bool
 ) -> list[TrialRecord]:
-    """The trial records of the pack stored as ``raw`` at ``key`` of ``trial_packs`` (see
-    :func:`decode_trial_pack`). Raises :class:`CorruptStoreError` when it does not decode."""
-    return decode("trial_packs", key, decode_trial_pack, raw, job_id, path, reward_key)
+    """The trial records of the pack stored as ``raw`` at ``key`` of ``trial_packs``, its
+    CRC-32 checked (``checksums``: the job record's ``pack_checksums``, see
+    :func:`decode_trial_pack`). Raises :class:`CorruptStoreError` when it does not decode or
+    its CRC-32 fails."""
+    return decode("trial_packs", key, decode_trial_pack, raw, job_id, path, reward_key, checksums)
 
 
-def stored_trials(txn: Txn, job_id: str, path: str | None, reward_key: str) -> list[TrialRecord]:
-    """The stored trial records of ``job_id`` (by trial name), decoded for the job record's
-    ``path`` and ``reward_key`` (see :func:`stored_pack`, :func:`stored_trial`)."""
-    records = [
-        stored_trial(key, raw, job_id, path, reward_key) for key, raw in older_trials(txn, job_id)
-    ]
+def stored_trials(
+    txn: Txn, job: JobRecord, damaged: list[CorruptStoreError] | None = None
+) -> list[TrialRecord]:
+    """The stored trial records of ``job`` (by trial name), decoded for the job record's
+    ``path`` and ``reward_key``, their packs' CRC-32 checked (see :func:`stored_pack`,
+    :func:`stored_trial`). ``damaged`` given: a pack or record that does not decode is left
+    out, its error appended there (an import that may replace it), instead of raised."""
+    job_id, path, reward_key = job.job_id, job.path, job.reward_key
+    records: list[TrialRecord] = []
+    for key, raw in older_trials(txn, job_id):
+        try:
+            records.append(stored_trial(key, raw, job_id, path, reward_key))
+        except CorruptStoreError as error:
+            note_damage(error, damaged)
     for key, raw in job_packs(txn, job_id):
-        records += stored_pack(key, raw, job_id, path, reward_key)
+        try:
+            records += stored_pack(key, raw, job_id, path, reward_key, job.pack_checksums)
+        except CorruptStoreError as error:
+            note_damage(error, damaged)
     sort_by_trial_name(records)  # packs hold trials in directory order
     return records
+
+
+def note_damage(error: CorruptStoreError, damaged: list[CorruptStoreError] | None) -> None:
+    """Keep ``error`` (a value that does not decode) in ``damaged``, or raise it when there is
+    none (the caller reads every value or fails)."""
+    if damaged is None:
+        raise error
+    damaged.append(error)
 
 
 def jobs(index: Index) -> list[JobRecord]:
@@ -107,8 +129,9 @@ def jobs(index: Index) -> list[JobRecord]:
 
 
 def job_record(index: Index, job: str) -> JobRecord:
-    """The job with id or name ``job``. UnknownReferenceError if none (or a name is shared
-    by several jobs: use the id); CorruptStoreError when a job record it reads is damaged."""
+    """The job with id or name ``job``, else the one whose ``aliases`` hold it (a job adopted
+    under another id). UnknownReferenceError if none (or a name is shared by several jobs:
+    use the id); CorruptStoreError when a job record it reads is damaged."""
 
     if not is_text(job):
         raise UnknownReferenceError(printable(job), "no imported job with that id or name")
@@ -117,20 +140,23 @@ def job_record(index: Index, job: str) -> JobRecord:
         raw = txn.get("jobs", job)
         if raw is not None:
             return stored_job(job, raw)
-        named = [(key, raw) for key, raw in txn.items("jobs") if _name_of(key, raw) == job]
-        if len(named) == 1:
-            return stored_job(*named[0])
-        if named:
-            raise UnknownReferenceError(job, f"{len(named)} jobs have that name; use the id")
+        records = list(txn.items("jobs"))
+        for field in ("name", "aliases"):
+            named = [(key, raw) for key, raw in records if _names(key, raw, field, job)]
+            if len(named) == 1:
+                return stored_job(*named[0])
+            if named:
+                raise UnknownReferenceError(job, f"{len(named)} jobs have that name; use the id")
         raise UnknownReferenceError(job, "no imported job with that id or name")
 
     return index.read(body)
 
 
-def _name_of(job_id: str, raw: Any) -> Any:
-    """The ``name`` of a job record stored (unpacked) as ``raw``; CorruptStoreError when
-    ``raw`` is not a map."""
-    return decode("jobs", job_id, dict.get, raw, "name")
+def _names(job_id: str, raw: Any, field: str, job: str) -> bool:
+    """Whether the job record stored (unpacked) as ``raw`` is named ``job`` by ``field``
+    (``name``, or one of its ``aliases``); CorruptStoreError when ``raw`` is not a map."""
+    value = decode("jobs", job_id, dict.get, raw, field)
+    return value == job if field == "name" else isinstance(value, list) and job in value
 
 
 def reward_table(index: Index, job: str) -> RewardTable:
@@ -150,4 +176,4 @@ def trial_records(index: Index, job: str) -> list[TrialRecord]:
     """The job's trial records (by id or name), by trial name. A relative ``result_path``
     (stored by older imports, as typed then) is made absolute under the job's path."""
     record = job_record(index, job)
-    return index.read(lambda txn: stored_trials(txn, record.job_id, record.path, record.reward_key))
+    return index.read(lambda txn: stored_trials(txn, record))
