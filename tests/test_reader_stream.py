@@ -12,14 +12,16 @@ from __future__ import annotations
 import os
 import random
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from casstore.archive import pipeline
+from casstore.archive import pipeline, read
 from casstore.archive.compress import STREAM_BLOCK, decode
+from casstore.archive.limits import Limits
 from casstore.archive.pipeline import Prefetch
 from casstore.archive.read import extract_archive, verify_archive
 from casstore.archive.tarformat import (
@@ -37,7 +39,9 @@ from tests.archive_builder import (
     compress,
     directory,
     file,
+    pax_header,
     raw_header,
+    symlink,
     tar,
     task_entries,
 )
@@ -287,3 +291,115 @@ def test_task_toml_is_extracted_and_checked(tmp_path):
         "task/task.toml"
     ][BLOCK : BLOCK + len((tmp_path / "dest" / "task" / "task.toml").read_bytes())]
     assert Path(tmp_path / "dest" / "task" / "instruction.md").read_bytes() == INSTRUCTION
+
+
+# --- the sibling shortcut of the name checks -----------------------------------------------
+# An entry that follows its sibling with a plain name skips the full name and order checks
+# (read._Checker.visit); forgetting the previous entry's parent sends every entry through them.
+# Both must agree on any names in any order (dot names, empty or over-long components,
+# duplicates, names below a file or a link, parents never archived, links among files).
+
+_PLAIN = ["-", "a", "b", "B", "a b", "é", ".hidden", "x" * 200]  # "-" sorts before "."
+_ODD = [".", "..", "", "x" * 256, "é" * 128, "b\0c", "a/x", "c/y"]  # 128 "é": 256 bytes
+_NUL = "b\0c"  # only a PAX header can carry it
+_TARGETS = ["a", "../z", "/etc", "", "y" * 4096]
+
+
+@st.composite
+def sibling_entries(draw) -> list[tuple[str, bytes]]:
+    """(name, entry) of members of ``task/z`` (the task's last directory) in the order drawn:
+    plain names and at most two odd ones (more would hide each other behind the first
+    error)."""
+    lasts = draw(st.lists(st.sampled_from(_PLAIN), max_size=6))
+    for odd in draw(st.lists(st.sampled_from(_ODD), max_size=2)):
+        lasts.insert(draw(st.integers(0, len(lasts))), odd)
+    entries = []
+    for last in lasts:
+        kind = draw(st.sampled_from(["file", "file", "dir", "symlink"]))
+        target = draw(st.sampled_from(_TARGETS)) if kind == "symlink" else ""
+        entries.append((f"task/z/{last}", _sibling_entry(f"task/z/{last}", kind, target)))
+    return entries
+
+
+def _sibling_entry(name: str, kind: str, target: str) -> bytes:
+    if kind == "dir":
+        return directory(name)
+    if kind == "symlink":
+        return symlink(name, target)
+    if name.endswith(_NUL):  # a PAX path record, then a ustar header that names "b"
+        ustar = raw_header(name[: name.index("\0")], size=1) + b"1".ljust(BLOCK, b"\0")
+        return pax_header([("path", name)]) + ustar
+    return file(name, b"1")
+
+
+def _outcome(archive: Path, limits: Limits, careful: bool) -> object:
+    """verify_archive's result, or its error's type and message; ``careful``: with every
+    entry sent through the full name and order checks."""
+    original = read._Checker._place
+
+    def place(self, *args):
+        below = original(self, *args)
+        self._parent = None  # no later entry is taken for this one's sibling
+        return below
+
+    with pytest.MonkeyPatch.context() as patch:
+        if careful:
+            patch.setattr(read._Checker, "_place", place)
+        try:
+            return verify_archive(archive, limits=limits)
+        except CheckError as error:
+            return type(error), str(error)
+
+
+def _pairs(*members: tuple[str, Callable[[str], bytes]]) -> list[tuple[str, bytes]]:
+    return [(f"task/z/{last}", entry_of(f"task/z/{last}")) for last, entry_of in members]
+
+
+def _file(name: str) -> bytes:
+    return _sibling_entry(name, "file", "")
+
+
+def _long_link(name: str) -> bytes:
+    return symlink(name, "y" * 4096)  # refused as too long, not as dangling
+
+
+# One case per condition of the shortcut: an odd name right after a plain sibling.
+_ODD_AFTER_PLAIN = {
+    "duplicate": (_pairs(("a", _file), ("a", _file)), Limits()),
+    "out of order": (_pairs(("b", _file), ("a", _file)), Limits()),
+    "dot after dash": (_pairs(("-", _file), (".", _file)), Limits()),
+    "link target": (_pairs(("a", _file), ("b", _long_link)), Limits()),
+    "NUL": (_pairs(("a", _file), (_NUL, _file)), Limits()),
+    "path length": (_pairs(("a", _file), ("b" * 20, _file)), Limits(max_path_bytes=24)),
+    "UTF-8 length": (_pairs(("a", _file), ("é" * 128, _file)), Limits()),  # 256 bytes
+}
+
+
+@pytest.mark.parametrize(("entries", "limits"), _ODD_AFTER_PLAIN.values(), ids=_ODD_AFTER_PLAIN)
+def test_sibling_shortcut_refuses_an_odd_name_after_a_plain_one(entries, limits, tmp_path):
+    outcome = _check_sibling_shortcut(entries, limits, tmp_path)
+    assert isinstance(outcome, tuple)  # refused (with the careful path's error)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    entries=sibling_entries(),
+    ordered=st.booleans(),
+    limits=st.sampled_from([Limits(), Limits(max_path_bytes=24)]),
+)
+def test_sibling_shortcut_answers_as_the_full_checks(entries, ordered, limits, tmp_path_factory):
+    if ordered:  # as the packer sorts them: the shortcut's common case
+        entries.sort(key=lambda pair: sort_key(pair[0]))
+    _check_sibling_shortcut(entries, limits, tmp_path_factory.mktemp("siblings"))
+
+
+def _check_sibling_shortcut(entries: list[tuple[str, bytes]], limits: Limits, tmp: Path) -> object:
+    """The outcome of verifying the task with ``entries`` in ``task/z``, the same with and
+    without the shortcut."""
+    base = task_entries() | {"task/z": directory("task/z")}
+    stream = tar(*(base[name] for name in sorted(base, key=sort_key)), *(e for _, e in entries))
+    archive = tmp / "a.tar"
+    archive.write_bytes(stream)
+    outcome = _outcome(archive, limits, careful=False)
+    assert outcome == _outcome(archive, limits, careful=True)
+    return outcome

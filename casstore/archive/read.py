@@ -138,6 +138,11 @@ class _Checker:
         self._extractor = extractor
         self._tree: dict[tuple[str, ...], Node] = {}
         self._previous: tuple[str, ...] = ()
+        # The previous entry's parent (its name and components below the top directory) and
+        # last component; None: no entry can be its sibling (none yet, or the top directory).
+        self._parent: str | None = None
+        self._siblings: tuple[str, ...] = ()
+        self._last = ""
         self._config: list[bytes] | None = None
         # Names of at most this many ASCII characters pass the byte-length bounds unmeasured.
         self._short = min(_NAME_MAX, limits.max_path_bytes)
@@ -151,7 +156,22 @@ class _Checker:
     ) -> Sink | None:
         """Check one member (see :data:`casstore.archive.tarstream.Visit`): its place, then
         the bounds, then its header's form; the sink for its data (None: skip it)."""
-        below = self._place(name, kind, linkname)
+        parent, _, last = name.rpartition("/")
+        if (  # the next sibling of the previous entry, with a plain name: see _place (a header
+            # that is not canonical is refused below, after the bounds, either way)
+            parent == self._parent
+            and last > self._last
+            and kind != "symlink"
+            and len(name) <= self._short
+            and name.isascii()
+            and last[0] != "."
+            and "\0" not in last
+        ):
+            below = self._siblings + (last,)  # noqa: RUF005 - faster than (*a, b)
+            self._last = last
+        else:
+            below = self._place(name, kind, linkname)
+        self._previous = below
         self.entries += 1
         max_entries, max_file, max_payload = self._bounds
         if self.entries > max_entries:
@@ -176,7 +196,13 @@ class _Checker:
         return sink
 
     def _place(self, name: str, kind: Kind, linkname: str) -> tuple[str, ...]:
-        """The name's components below the top directory, after the name and order rules."""
+        """The name's components below the top directory, after the name and order rules.
+
+        It also remembers the entry's parent (``_parent``, ``_siblings``) and last component
+        for :meth:`visit`'s shortcut: a later entry with the same parent is a sibling of this
+        one, so its parent is an archived directory inside the top one, and when its last
+        component sorts after this one's it is in canonical order and no duplicate (every
+        earlier entry sorts before this one); only its last component has to be checked."""
         parts = name.split("/")
         if len(name) > self._short or not name.isascii():
             self._limits.check("max_path_bytes", len(name.encode("utf-8")), name)
@@ -202,7 +228,7 @@ class _Checker:
         # is the order of their UTF-8 bytes, the packer's order (tarformat.sort_key).
         if below <= self._previous:
             raise NotCanonicalError(name, "entries are not in canonical (depth-first) order")
-        self._previous = below
+        self._parent, self._siblings, self._last = name.rpartition("/")[0], below[:-1], below[-1]
         return below
 
     def _check_target(self, name: str, target: str) -> None:

@@ -50,14 +50,14 @@ _NULS = bytes(100)
 # Sum of the bytes that do not vary (the checksum field read as eight spaces, the tail), minus
 # the 1 that an Adler-32 starts its byte sum with (see _ustar_fast).
 _FIXED_SUM = 8 * 32 + sum(_TAIL) - 1
-# What HeaderParser reads: a block's fields; each mode field the packer writes; the typeflags;
-# bytes 157-512 of a header without a link target.
-_HEADER = struct.Struct("100s48s8s")  # name, mode to mtime, checksum
-_LINK = struct.Struct("100s255s")  # linkname, the rest (from byte 157)
+# What HeaderParser reads: a block's fields; each mode field the packer writes; bytes 156-512
+# of a file's and a directory's header, and their fixed checksum part; the NULs after a name.
+_HEADER = struct.Struct("100s48s8s356s")  # name, mode to mtime, checksum, the rest
 _MODE_FIELDS = {b"%07o\0" % mode: mode for mode in range(0o10000)}
-_NO_LINK = _NULS + _TAIL
+_FILE_REST, _DIR_REST = (TYPEFLAG[kind] + _NULS + _TAIL for kind in ("file", "dir"))
+_FILE_SUM, _DIR_SUM = (_FIXED_SUM + TYPEFLAG[kind][0] for kind in ("file", "dir"))
+_PADDINGS = [bytes(n) for n in range(100)]
 _NOT_CANONICAL = (-1, 0, 0)
-_KINDS: dict[int, Kind] = {flag[0]: kind for kind, flag in TYPEFLAG.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,11 +150,13 @@ class HeaderParser:
     checksums it has seen (few distinct values per archive), so one parser serves one archive.
     """
 
-    __slots__ = ("_checksums", "_numbers")
+    __slots__ = ("_checksums", "_known", "_last", "_numbers")
 
     def __init__(self) -> None:
         self._numbers: dict[bytes, tuple[int, int, int]] = {}
         self._checksums: dict[bytes, int] = {}
+        self._last = b""
+        self._known = _NOT_CANONICAL
 
     def fields(self, buf: bytes, pos: int) -> tuple[str, Kind, int, int, str] | None:
         """``(name, kind, mode, size, linkname)`` of the member whose header is the 512 bytes
@@ -166,43 +168,59 @@ class HeaderParser:
         a valid checksum, octal fields, a known typeflag and no prefix, so the field-by-field
         parse would find the same member and the same bytes when encoding it again.
         """
-        name, numbers, checksum = _HEADER.unpack_from(buf, pos)
-        typeflag = buf[pos + 156]
-        kind = _KINDS.get(typeflag)
-        known = self._numbers.get(numbers)
-        if known is None:
-            known = self._numbers[numbers] = _numbers(numbers)
-        mode, size, numbers_sum = known
-        if kind is None or mode < 0:
-            return None
-        if buf.startswith(_NO_LINK, pos + 157):  # compared in place: no copy
-            link = b""
+        name, numbers, checksum, rest = _HEADER.unpack_from(buf, pos)
+        if numbers == self._last:  # as often as not, the previous header's mode and size
+            mode, size, numbers_sum = self._known
         else:
-            field, tail = _LINK.unpack_from(buf, pos + 157)
-            unpadded = _unpadded(field)
-            if tail != _TAIL or unpadded is None:
-                return None
-            link = unpadded
-        end = name.find(0)  # the name, then only NULs (find and count: faster than rstrip)
-        if end >= 0:
-            if name.count(0, end) != 100 - end:
-                return None
-            name = name[:end]
-        if not (name.isascii() and link.isascii()):
+            try:
+                known = self._numbers[numbers]
+            except KeyError:
+                known = self._numbers.setdefault(numbers, _numbers(numbers))
+            self._last, self._known = numbers, known
+            mode, size, numbers_sum = known
+        name, _, padding = name.partition(b"\0")
+        if mode < 0 or padding != _PADDINGS[len(padding)]:  # a NUL ends the name, then NULs
             return None
-        # Adler-32's low 16 bits are 1 + the byte sum: exact for at most 200 ASCII bytes.
-        total = (adler32(link, adler32(name)) if link else adler32(name)) & 0xFFFF
-        stored = self._checksums.get(checksum)
-        if stored is None:
-            stored = self._checksums[checksum] = _checksum(checksum)
-        if stored != total + numbers_sum + _FIXED_SUM + typeflag:
+        kind: Kind
+        if rest == _FILE_REST:
+            kind, base = "file", _FILE_SUM
+        elif rest == _DIR_REST and not size and name[-1:] == b"/":
+            kind, base = "dir", _DIR_SUM
+        else:
+            return self._linked(name, mode, size, numbers_sum, checksum, rest)
+        try:  # one block holds only ASCII names: any other is written with a PAX header
+            text = name.decode("ascii")
+            stored = self._checksums[checksum]
+        except UnicodeDecodeError:
             return None
-        if (kind == "dir") != name.endswith(b"/") or (size and kind != "file"):
+        except KeyError:
+            stored = self._checksum(checksum)
+        if stored != (adler32(name) & 0xFFFF) + numbers_sum + base:
             return None
-        if link and kind != "symlink":
+        return text[:-1] if kind == "dir" else text, kind, mode, size, ""
+
+    def _checksum(self, field: bytes) -> int:
+        try:
+            return self._checksums[field]
+        except KeyError:
+            return self._checksums.setdefault(field, _checksum(field))
+
+    def _linked(
+        self, name: bytes, mode: int, size: int, numbers_sum: int, checksum: bytes, rest: bytes
+    ) -> tuple[str, Kind, int, int, str] | None:
+        """:meth:`fields` for a symbolic link (any other typeflag, or a link target on a file
+        or directory, is not canonical)."""
+        typeflag, link, tail = rest[0], _unpadded(rest[1:101]), rest[101:]
+        if typeflag != TYPEFLAG["symlink"][0] or link is None or tail != _TAIL or size:
             return None
-        text = name.decode("ascii")
-        return text[:-1] if kind == "dir" else text, kind, mode, size, link.decode("ascii")
+        # Adler-32's low 16 bits are 1 + the byte sum: exact, as 200 bytes sum below 65,521.
+        total = adler32(link, adler32(name)) & 0xFFFF
+        if self._checksum(checksum) != total + numbers_sum + _FIXED_SUM + typeflag:
+            return None
+        try:
+            return name.decode("ascii"), "symlink", mode, size, link.decode("ascii")
+        except UnicodeDecodeError:
+            return None
 
 
 def _unpadded(field: bytes) -> bytes | None:

@@ -66,6 +66,7 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
+Fields = Callable[[bytes, int], tuple[str, Kind, int, int, str] | None]
 Visit = Callable[[str, Kind, int, int, str, bool], Sink | None]
 """``visit(name, kind, mode, size, linkname, canonical)`` checks one member (``canonical``:
 its header bytes are exactly the packager's) and returns the sink for its data, or None to
@@ -104,34 +105,58 @@ class _Stream:
         """Every member up to the end-of-archive blocks (see :func:`read_members`)."""
         fields = HeaderParser().fields
         while True:
-            buf, pos = self.buf, self.pos
-            if len(buf) - pos >= BLOCK:
-                self.pos = pos + BLOCK
+            self._run(fields, visit)
+            if not self._member(fields, visit):
+                return
+
+    def _run(self, fields: Fields, visit: Visit) -> None:
+        """The members that lie whole in the chunk at hand, header and data, as long as their
+        headers are canonical single blocks: the hot loop, on local variables."""
+        buf, pos = self.buf, self.pos
+        last = len(buf) - BLOCK
+        try:
+            while pos <= last:
                 member = fields(buf, pos)
-                block = None
-            else:
-                block = self.take(BLOCK, None)
-                member = fields(block, 0)
-            if member is not None:
-                sink = visit(*member, True)
-            else:
-                block = buf[pos : pos + BLOCK] if block is None else block
-                if block == _ZERO:
-                    self._end()
+                if member is None:
                     return
-                parsed = _read_member(self, block, self._limits)
-                sink = visit(*parsed)
-                member = parsed[:5]
-            name, size = member[0], member[3]
-            start = self.pos
-            stop = start + size
-            padded = stop + (-size % BLOCK)
-            if sink is None and padded <= len(self.buf):  # data and padding in this chunk
-                if stop != padded and self.buf.count(0, stop, padded) != padded - stop:
-                    raise NotCanonicalError(name, "non-zero padding after file data")
-                self.pos = padded
-            else:
-                self._data(name, size, sink)
+                size = member[3]
+                stop = pos + BLOCK + size
+                padded = stop + (-size % BLOCK)
+                if padded > len(buf):
+                    return  # the data goes on in the next chunk: _member reads it
+                sink = visit(*member, True)
+                if sink is not None:
+                    self.pos = pos + BLOCK
+                    self._data(member[0], size, sink)  # all in this chunk: buf stays
+                    pos = self.pos
+                elif padded != stop and buf.count(0, stop, padded) != padded - stop:
+                    raise NotCanonicalError(member[0], "non-zero padding after file data")
+                else:
+                    pos = padded
+        finally:
+            self.pos = pos
+
+    def _member(self, fields: Fields, visit: Visit) -> bool:
+        """One member read the general way (its header may be cut by the chunk's end, or not
+        be one canonical block; its data may go on in later chunks); False after the end."""
+        buf, pos = self.buf, self.pos
+        if len(buf) - pos >= BLOCK:
+            self.pos = pos + BLOCK
+            block = buf[pos : pos + BLOCK]
+        else:
+            block = self.take(BLOCK, None)
+        member = fields(block, 0)
+        if member is not None:
+            sink = visit(*member, True)
+        elif block == _ZERO:
+            self._end()
+            return False
+        else:
+            parsed = _read_member(self, block, self._limits)
+            sink = visit(*parsed)
+            member = parsed[:5]
+        self._data(member[0], member[3], sink)
+        return True
 
     def _data(self, name: str, size: int, sink: Sink | None) -> None:
         """A member's ``size`` bytes of data to ``sink`` (None: skipped), then its padding."""
