@@ -805,6 +805,13 @@ CASES: list[Case] = [
         "task/zz",
         "not an octal number",
     ),
+    Case(  # int() reads "-1"; the canonical "%011o" of -1 is these very bytes
+        "size-negative",
+        lambda ctx: appended(raw_header("task/zz", fields={"size": b"-0000000001\0"})),
+        CorruptArchiveError,
+        "task/zz",
+        "size field is not an octal number",
+    ),
     Case(
         "size-on-directory",
         lambda ctx: appended(raw_header("task/zz/", typeflag=b"5", size=4) + _padded(b"data")),

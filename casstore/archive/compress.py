@@ -53,13 +53,15 @@ GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _WINDOW = 1 << 15
 _MAX_ZSTD_WINDOW = 1 << 27
+_HEAD = 8  # bytes that hold any header _ZstdFrameEnd parses (5 of a frame's, 3 of a block's)
 
 Write = Callable[[bytes | bytearray], object]
 
 
 class _Source(Protocol):
     """What a decoder reads the compressed stream from: a binary file, or anything with its
-    ``read(size)``."""
+    ``read(size)`` (at most ``size`` bytes; fewer, as a raw file may, and ``b""`` only at the
+    end)."""
 
     def read(self, size: int, /) -> bytes: ...
 
@@ -219,7 +221,7 @@ def decode(compression: Compression, source: _Source) -> Iterator[bytes]:
 
 
 def _gunzip(source: _Source) -> Iterator[bytes]:
-    header = source.read(len(GZIP_HEADER))
+    header = _read_exact(source, len(GZIP_HEADER))
     if header != GZIP_HEADER:
         raise NotCanonicalError(
             None, "gzip header differs from the one casstore writes (flags 0, mtime 0, OS 255)"
@@ -238,10 +240,20 @@ def _gunzip(source: _Source) -> Iterator[bytes]:
         crc, size = crc32(out, crc), size + len(out)
         if out:
             yield out
-    trailer = inflater.unused_data + source.read(8)
+    trailer = inflater.unused_data
+    if len(trailer) < 8:
+        trailer += _read_exact(source, 8 - len(trailer))
     _check_gzip_trailer(trailer[:8], crc, size)
     if trailer[8:] or source.read(1):
         raise CorruptArchiveError(None, "trailing bytes after the gzip stream")
+
+
+def _read_exact(source: _Source, size: int) -> bytes:
+    """``size`` bytes of ``source`` (fewer only at its end), however short its reads are."""
+    data = source.read(size)
+    while len(data) < size and (more := source.read(size - len(data))):
+        data += more
+    return data
 
 
 def _check_gzip_trailer(trailer: bytes, crc: int, size: int) -> None:
@@ -256,14 +268,15 @@ def _check_gzip_trailer(trailer: bytes, crc: int, size: int) -> None:
 
 def _unzstd(source: _Source) -> Iterator[bytes]:
     tracker = _ZstdFrameEnd(source)
-    reader = zstandard.ZstdDecompressor(max_window_size=_MAX_ZSTD_WINDOW)
+    decompressor = zstandard.ZstdDecompressor(max_window_size=_MAX_ZSTD_WINDOW)
+    # zstandard's stub wants IO[bytes]; any object with read(size) is accepted
+    reader = decompressor.stream_reader(tracker, read_size=STREAM_BLOCK)  # type: ignore[arg-type]
     try:
-        # zstandard's stub wants IO[bytes]; any object with read(size) is accepted
-        yield from reader.read_to_iter(tracker, read_size=STREAM_BLOCK, write_size=STREAM_BLOCK)  # type: ignore[arg-type]
+        while chunk := reader.read(STREAM_BLOCK):
+            yield chunk
     except zstandard.ZstdError as error:
         raise CorruptArchiveError(None, f"zstd stream is damaged: {error}") from error
-    while tracker.read(STREAM_BLOCK):
-        pass
+    tracker.drain()
     if tracker.end is None or tracker.end > tracker.total:
         raise CorruptArchiveError(None, "zstd frame is truncated")
     if tracker.total != tracker.end:
@@ -274,12 +287,13 @@ def _unzstd(source: _Source) -> Iterator[bytes]:
 
 class _ZstdFrameEnd:
     """Reads through ``source`` and follows the zstd frame's block headers as the bytes pass,
-    so that ``end`` (the frame's length) is known without seeking or buffering payloads."""
+    so that ``end`` (the frame's length) is known without seeking or buffering payloads: only
+    a header cut in two by a read is kept until the next read. ``read`` ends at ``end``, so the
+    decompressor sees one frame and nothing after it; :meth:`drain` counts the rest."""
 
     def __init__(self, source: _Source) -> None:
         self._source = source
-        self._buffer = bytearray()
-        self._base = 0  # stream offset of _buffer[0]
+        self._pending = b""  # the first bytes of a header the previous read cut
         self._next = 0  # stream offset of the next header to parse
         self._checksum = False
         self._in_blocks = False
@@ -288,26 +302,31 @@ class _ZstdFrameEnd:
 
     def read(self, size: int = -1) -> bytes:
         data = self._source.read(size)
+        if self.end is None and data:
+            self._scan(data)
         self.total += len(data)
-        if self.end is None:
-            self._buffer += data
-            self._scan()
+        if self.end is not None and self.total > self.end:
+            return data[: max(0, len(data) - (self.total - self.end))]
         return data
 
-    def _scan(self) -> None:
-        while self.end is None:
-            skip = self._next - self._base
-            if skip >= len(self._buffer):
-                self._base += len(self._buffer)
-                self._buffer.clear()
-                return
-            del self._buffer[:skip]
-            self._base = self._next
-            if not self._parse():
-                return
+    def drain(self) -> None:
+        """Read the source to its end (``total`` then counts every byte)."""
+        while data := self._source.read(STREAM_BLOCK):
+            self.total += len(data)
 
-    def _parse(self) -> bool:
-        head = self._buffer
+    def _scan(self, data: bytes) -> None:
+        """Parse the headers that end in ``data`` (the stream from offset ``total`` on)."""
+        while self.end is None:
+            start = self._next - self.total
+            if start >= len(data):
+                return
+            head = self._pending + data[:_HEAD] if start < 0 else data[start : start + _HEAD]
+            if not self._parse(head):
+                self._pending = head  # cut short by the end of data: wait for the next read
+                return
+            self._pending = b""
+
+    def _parse(self, head: bytes) -> bool:
         if not self._in_blocks:
             if len(head) < 5:
                 return False

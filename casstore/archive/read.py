@@ -13,20 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
-from casstore.archive.compress import decode, detect
+from casstore.archive.compress import detect
 from casstore.archive.extract import Extractor
 from casstore.archive.layout import TaskLayout, check_tree_layout
 from casstore.archive.limits import Limits
 from casstore.archive.links import Node, check_link
-from casstore.archive.summary import ArchiveBytes, ArchiveSummary
-from casstore.archive.tarformat import Member, encode_header, sort_key
-from casstore.archive.tarstream import ByteStream, RawMember, read_members
+from casstore.archive.pipeline import decoded_stream
+from casstore.archive.summary import ArchiveSummary
+from casstore.archive.tarformat import Kind
+from casstore.archive.tarstream import Sink, read_members
 from casstore.digest import Digest
 from casstore.errors import (
     CheckError,
-    CorruptArchiveError,
     DigestMismatchError,
     NotCanonicalError,
     SymlinkError,
@@ -89,19 +88,6 @@ def _expected(expect: Digest | str | None) -> Digest | None:
     return Digest.parse(expect, "sha256")
 
 
-class _HashingFile:
-    """The archive file as read: every byte hashed (the address), counted and bounded."""
-
-    def __init__(self, handle: BinaryIO, limits: Limits) -> None:
-        self._handle = handle
-        self.bytes = ArchiveBytes(limits)
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._handle.read(size)
-        self.bytes.add(data)
-        return data
-
-
 def _read(
     archive: Path, expect: Digest | None, limits: Limits, extractor: Extractor | None
 ) -> VerifyResult:
@@ -122,27 +108,26 @@ def _read_checked(
     with handle:
         compression = detect(handle.read(512))
         handle.seek(0)
-        source = _HashingFile(handle, limits)
-        stream = ByteStream(decode(compression, source), limits)
         checker = _Checker(limits, extractor)
-        for raw in read_members(stream, limits):
-            checker.member(raw, stream)
-        if source.read(1):
-            raise CorruptArchiveError(None, "trailing bytes after the compressed stream")
-    address = source.bytes.address()
+        with decoded_stream(handle, compression, limits) as (chunks, source):
+            content = read_members(chunks, limits, checker.visit)
+    address = source.address()
     if expect is not None and address != expect:
         raise DigestMismatchError(str(archive), f"address is {address}, expected {expect}")
     layout = checker.finish()
     return VerifyResult(
         address=address,
-        content_digest=stream.content.digest(),
+        content_digest=content,
         entries=checker.entries,
         payload_bytes=checker.payload,
-        archive_bytes=source.bytes.size,
+        archive_bytes=source.size,
         compression=compression,
         top=checker.top,
         layout=layout,
     )
+
+
+_CONFIG = ("task.toml",)
 
 
 class _Checker:
@@ -152,54 +137,98 @@ class _Checker:
         self._limits = limits
         self._extractor = extractor
         self._tree: dict[tuple[str, ...], Node] = {}
-        self._previous: tuple[bytes, ...] = ()
-        self._config: bytes | None = None
+        self._previous: tuple[str, ...] = ()
+        # The previous entry's parent (its name and components below the top directory) and
+        # last component; None: no entry can be its sibling (none yet, or the top directory).
+        self._parent: str | None = None
+        self._siblings: tuple[str, ...] = ()
+        self._last = ""
+        self._config: list[bytes] | None = None
+        # Names of at most this many ASCII characters pass the byte-length bounds unmeasured.
+        self._short = min(_NAME_MAX, limits.max_path_bytes)
+        self._bounds = (limits.max_entries, limits.max_file_bytes, limits.max_payload_bytes)
         self.top = ""
         self.entries = 0
         self.payload = 0
 
-    def member(self, raw: RawMember, stream: ByteStream) -> None:
-        member = raw.member
-        parts = self._place(member)
-        self._count(member)
-        if encode_header(member) != raw.header:
-            raise NotCanonicalError(member.name, "header differs from the canonical encoding")
-        self._tree[parts] = (member.kind, member.linkname)
-        data = stream.pieces(member.size, member.name)
-        if parts == ("task.toml",) and member.kind == "file":
-            self._config = bytes(b"".join(data))
-            data = iter([memoryview(self._config)])
-        if self._extractor is not None:
-            self._extractor.add(member, parts, data)
+    def visit(
+        self, name: str, kind: Kind, mode: int, size: int, linkname: str, canonical: bool
+    ) -> Sink | None:
+        """Check one member (see :data:`casstore.archive.tarstream.Visit`): its place, then
+        the bounds, then its header's form; the sink for its data (None: skip it)."""
+        parent, _, last = name.rpartition("/")
+        if (  # the next sibling of the previous entry, with a plain name: see _place (a header
+            # that is not canonical is refused below, after the bounds, either way)
+            parent == self._parent
+            and last > self._last
+            and kind != "symlink"
+            and len(name) <= self._short
+            and name.isascii()
+            and last[0] != "."
+            and "\0" not in last
+        ):
+            below = self._siblings + (last,)  # noqa: RUF005 - faster than (*a, b)
+            self._last = last
         else:
-            for _ in data:
-                pass
-        if stream.take(-member.size % 512, member.name).count(0) != -member.size % 512:
-            raise NotCanonicalError(member.name, "non-zero padding after file data")
+            below = self._place(name, kind, linkname)
+        self._previous = below
+        self.entries += 1
+        max_entries, max_file, max_payload = self._bounds
+        if self.entries > max_entries:
+            self._limits.check("max_entries", self.entries, name)
+        if kind == "file":
+            if size > max_file:
+                self._limits.check("max_file_bytes", size, name)
+            self.payload += size
+            if self.payload > max_payload:
+                self._limits.check("max_payload_bytes", self.payload, name)
+        if below == _CONFIG:
+            self._limits.check("max_config_bytes", size, name)
+        if not canonical:
+            raise NotCanonicalError(name, "header differs from the canonical encoding")
+        self._tree[below] = (kind, linkname)
+        sink = None
+        if self._extractor is not None:
+            sink = self._extractor.add(name, kind, mode, below, linkname)
+        if below == _CONFIG and kind == "file":
+            self._config = []
+            return _Collect(self._config, sink)
+        return sink
 
-    def _place(self, member: Member) -> tuple[str, ...]:
-        name = member.name
-        self._limits.check("max_path_bytes", len(name.encode("utf-8")), name)
-        _check_name(name)
-        if member.kind == "symlink":
-            self._check_target(name, member.linkname)
-        parts = tuple(name.split("/"))
+    def _place(self, name: str, kind: Kind, linkname: str) -> tuple[str, ...]:
+        """The name's components below the top directory, after the name and order rules.
+
+        It also remembers the entry's parent (``_parent``, ``_siblings``) and last component
+        for :meth:`visit`'s shortcut: a later entry with the same parent is a sibling of this
+        one, so its parent is an archived directory inside the top one, and when its last
+        component sorts after this one's it is in canonical order and no duplicate (every
+        earlier entry sorts before this one); only its last component has to be checked."""
+        parts = name.split("/")
+        if len(name) > self._short or not name.isascii():
+            self._limits.check("max_path_bytes", len(name.encode("utf-8")), name)
+            _check_name(name)
+        elif "" in parts or "." in parts or ".." in parts or "\0" in name:
+            _check_name(name)  # raises, naming the first bad component
+        if kind == "symlink":
+            self._check_target(name, linkname)
         if not self.top:
-            if len(parts) != 1 or member.kind != "dir":
+            if len(parts) != 1 or kind != "dir":
                 raise UnsafePathError(name, "the archive must start with its top-level directory")
             self.top = name
-            self._previous = sort_key(name)
             return ()
         if parts[0] != self.top:
             raise UnsafePathError(name, f"entry outside the top-level directory {self.top!r}")
-        below = parts[1:]
+        below = tuple(parts[1:])
         if below in self._tree:
             raise UnsafePathError(name, "duplicate entry")
-        self._check_parent(name, below)
-        key = sort_key(name)
-        if key <= self._previous:
+        parent = self._tree.get(below[:-1])
+        if parent is None or parent[0] != "dir":
+            self._check_parent(name, below)
+        # Components compare as str: for valid UTF-8 (every name is) the order of code points
+        # is the order of their UTF-8 bytes, the packer's order (tarformat.sort_key).
+        if below <= self._previous:
             raise NotCanonicalError(name, "entries are not in canonical (depth-first) order")
-        self._previous = key
+        self._parent, self._siblings, self._last = name.rpartition("/")[0], below[:-1], below[-1]
         return below
 
     def _check_target(self, name: str, target: str) -> None:
@@ -227,16 +256,6 @@ class _Checker:
         if depth != len(below) - 1:
             raise NotCanonicalError(name, "parent directory is not archived before it")
 
-    def _count(self, member: Member) -> None:
-        self.entries += 1
-        self._limits.check("max_entries", self.entries, member.name)
-        if member.kind == "file":
-            self._limits.check("max_file_bytes", member.size, member.name)
-            self.payload += member.size
-            self._limits.check("max_payload_bytes", self.payload, member.name)
-        if member.name.endswith("/task.toml") and member.name.count("/") == 1:
-            self._limits.check("max_config_bytes", member.size, member.name)
-
     def finish(self) -> TaskLayout:
         """Link rules against the archive's own entries, then the Harbor task layout."""
         if not self.top:
@@ -245,7 +264,26 @@ class _Checker:
             if kind == "symlink":
                 check_link("/".join((self.top, *parts)), parts, target, self._tree.get)
         kinds = ((parts, node[0]) for parts, node in self._tree.items())
-        return check_tree_layout(self.top, self._config, kinds)
+        config = None if self._config is None else b"".join(self._config)
+        return check_tree_layout(self.top, config, kinds)
+
+
+class _Collect:
+    """The sink of task.toml's data: kept in ``pieces`` (for the layout check), and passed on
+    to ``then`` (the extractor's file) when there is one."""
+
+    def __init__(self, pieces: list[bytes], then: Sink | None) -> None:
+        self._pieces = pieces
+        self._then = then
+
+    def write(self, data: memoryview) -> None:
+        self._pieces.append(bytes(data))
+        if self._then is not None:
+            self._then.write(data)
+
+    def close(self) -> None:
+        if self._then is not None:
+            self._then.close()
 
 
 def _check_name(name: str) -> None:

@@ -10,6 +10,7 @@ reads them. The stream ends with two zero blocks, padded with zeros to a 10,240-
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Literal
 from zlib import adler32
@@ -18,6 +19,7 @@ __all__ = [
     "BLOCK",
     "END_OF_ARCHIVE",
     "RECORD",
+    "HeaderParser",
     "Kind",
     "Member",
     "encode_header",
@@ -48,6 +50,14 @@ _NULS = bytes(100)
 # Sum of the bytes that do not vary (the checksum field read as eight spaces, the tail), minus
 # the 1 that an Adler-32 starts its byte sum with (see _ustar_fast).
 _FIXED_SUM = 8 * 32 + sum(_TAIL) - 1
+# What HeaderParser reads: a block's fields; each mode field the packer writes; bytes 156-512
+# of a file's and a directory's header, and their fixed checksum part; the NULs after a name.
+_HEADER = struct.Struct("100s48s8s356s")  # name, mode to mtime, checksum, the rest
+_MODE_FIELDS = {b"%07o\0" % mode: mode for mode in range(0o10000)}
+_FILE_REST, _DIR_REST = (TYPEFLAG[kind] + _NULS + _TAIL for kind in ("file", "dir"))
+_FILE_SUM, _DIR_SUM = (_FIXED_SUM + TYPEFLAG[kind][0] for kind in ("file", "dir"))
+_PADDINGS = [bytes(n) for n in range(100)]
+_NOT_CANONICAL = (-1, 0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,14 +119,15 @@ def header_bytes(name: str, kind: Kind, mode: int, size: int = 0, linkname: str 
         and 0 <= mode <= 0o7777
         and 0 <= size < _MAX_OCTAL_SIZE
     ):
-        return _ustar_fast(header_name.encode("ascii"), mode, size, TYPEFLAG[kind], linkname)
+        name_bytes, link_bytes = header_name.encode("ascii"), linkname.encode("ascii")
+        return _ustar_fast(name_bytes, mode, size, TYPEFLAG[kind], link_bytes)
     if not 0 <= mode <= 0o7777 or size < 0:
         raise ValueError(f"{name}: mode or size out of range")
     return _encode_general(header_name, kind, mode, size, linkname)
 
 
-def _ustar_fast(name: bytes, mode: int, size: int, typeflag: bytes, linkname: str) -> bytes:
-    """The single ustar block for an ASCII ``name`` and ``linkname`` of at most 100 bytes, an
+def _ustar_fast(name: bytes, mode: int, size: int, typeflag: bytes, link: bytes) -> bytes:
+    """The single ustar block for an ASCII ``name`` and ``link`` of at most 100 bytes, an
     in-range ``mode`` and a ``size`` below 8**11: the same bytes as :func:`_ustar_block`.
 
     The checksum is the fixed part's sum plus the sum of the variable bytes, taken with
@@ -124,13 +135,122 @@ def _ustar_fast(name: bytes, mode: int, size: int, typeflag: bytes, linkname: st
     exact because it stays below 2 x 100 x 127 + 48 x 55 < 65,520 (ASCII name and linkname of
     at most 100 bytes, 48 bytes of octal digits and NULs).
     """
-    link = linkname.encode("ascii")
     fields = _FIELDS % (mode, size)
     variable = adler32(link, adler32(fields, adler32(name))) & 0xFFFF
     checksum = b"%06o\0 " % (variable + _FIXED_SUM + typeflag[0])
     return b"".join(
         (name, _NULS[len(name) :], fields, checksum, typeflag, link, _NULS[len(link) :], _TAIL)
     )
+
+
+class HeaderParser:
+    """The reader's fast path through canonical headers: :meth:`fields` recognises a header
+    block that is exactly what :func:`encode_header` writes as one ustar block (an ASCII name
+    and link target of at most 100 bytes, a size below 8**11). It keeps the numeric fields and
+    checksums it has seen (few distinct values per archive), so one parser serves one archive.
+    """
+
+    __slots__ = ("_checksums", "_known", "_last", "_numbers")
+
+    def __init__(self) -> None:
+        self._numbers: dict[bytes, tuple[int, int, int]] = {}
+        self._checksums: dict[bytes, int] = {}
+        self._last = b""
+        self._known = _NOT_CANONICAL
+
+    def fields(self, buf: bytes, pos: int) -> tuple[str, Kind, int, int, str] | None:
+        """``(name, kind, mode, size, linkname)`` of the member whose header is the 512 bytes
+        of ``buf`` at ``pos``, when they are its canonical one-block encoding; None for any
+        other block (a PAX header, a damaged or merely non-canonical one, the end of the
+        archive), which the reader then parses field by field.
+
+        Recognising the canonical bytes is enough: a block equal to its canonical encoding has
+        a valid checksum, octal fields, a known typeflag and no prefix, so the field-by-field
+        parse would find the same member and the same bytes when encoding it again.
+        """
+        name, numbers, checksum, rest = _HEADER.unpack_from(buf, pos)
+        if numbers == self._last:  # as often as not, the previous header's mode and size
+            mode, size, numbers_sum = self._known
+        else:
+            try:
+                known = self._numbers[numbers]
+            except KeyError:
+                known = self._numbers.setdefault(numbers, _numbers(numbers))
+            self._last, self._known = numbers, known
+            mode, size, numbers_sum = known
+        name, _, padding = name.partition(b"\0")
+        if mode < 0 or padding != _PADDINGS[len(padding)]:  # a NUL ends the name, then NULs
+            return None
+        kind: Kind
+        if rest == _FILE_REST:
+            kind, base = "file", _FILE_SUM
+        elif rest == _DIR_REST and not size and name[-1:] == b"/":
+            kind, base = "dir", _DIR_SUM
+        else:
+            return self._linked(name, mode, size, numbers_sum, checksum, rest)
+        try:  # one block holds only ASCII names: any other is written with a PAX header
+            text = name.decode("ascii")
+            stored = self._checksums[checksum]
+        except UnicodeDecodeError:
+            return None
+        except KeyError:
+            stored = self._checksum(checksum)
+        if stored != (adler32(name) & 0xFFFF) + numbers_sum + base:
+            return None
+        return text[:-1] if kind == "dir" else text, kind, mode, size, ""
+
+    def _checksum(self, field: bytes) -> int:
+        try:
+            return self._checksums[field]
+        except KeyError:
+            return self._checksums.setdefault(field, _checksum(field))
+
+    def _linked(
+        self, name: bytes, mode: int, size: int, numbers_sum: int, checksum: bytes, rest: bytes
+    ) -> tuple[str, Kind, int, int, str] | None:
+        """:meth:`fields` for a symbolic link (any other typeflag, or a link target on a file
+        or directory, is not canonical)."""
+        typeflag, link, tail = rest[0], _unpadded(rest[1:101]), rest[101:]
+        if typeflag != TYPEFLAG["symlink"][0] or link is None or tail != _TAIL or size:
+            return None
+        # Adler-32's low 16 bits are 1 + the byte sum: exact, as 200 bytes sum below 65,521.
+        total = adler32(link, adler32(name)) & 0xFFFF
+        if self._checksum(checksum) != total + numbers_sum + _FIXED_SUM + typeflag:
+            return None
+        try:
+            return name.decode("ascii"), "symlink", mode, size, link.decode("ascii")
+        except UnicodeDecodeError:
+            return None
+
+
+def _unpadded(field: bytes) -> bytes | None:
+    """The text of a NUL-padded field; None when a NUL is followed by anything else."""
+    end = field.find(0)
+    if end < 0:
+        return field
+    return field[:end] if field.count(0, end) == len(field) - end else None
+
+
+def _checksum(field: bytes) -> int:
+    """The value of a checksum field written as the packer writes it; -1 (no sum) otherwise."""
+    try:
+        value = int(field[:6], 8)
+    except ValueError:
+        return -1
+    return value if field == b"%06o\0 " % value else -1
+
+
+def _numbers(fields: bytes) -> tuple[int, int, int]:
+    """(mode, size, byte sum) of the 48 bytes from mode to mtime when they are canonical;
+    a mode of -1 otherwise."""
+    mode = _MODE_FIELDS.get(fields[:8])
+    try:
+        size = int(fields[24:35], 8)
+    except ValueError:
+        return _NOT_CANONICAL
+    if mode is None or size < 0 or fields != _FIELDS % (mode, size):  # int() takes "-1"
+        return _NOT_CANONICAL
+    return mode, size, sum(fields)
 
 
 def _encode_general(name: str, kind: Kind, mode: int, size: int, linkname: str) -> bytes:

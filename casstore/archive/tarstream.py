@@ -4,16 +4,31 @@ Only what the packager writes is accepted: ustar headers with a valid checksum, 
 header (``path``, ``linkpath``, ``size``) before a member, directories, regular files and
 symbolic links. Everything else raises a typed error naming the entry. ``tarfile`` is never
 used here: its extraction filters are bypassable on Python 3.12.1 (CVE-2025-4517).
+
+The stream arrives in chunks of at most ``STREAM_BLOCK`` bytes; headers and data are read by
+offset inside the chunk at hand (bytes are joined only where a header or padding straddles two
+chunks). A header that is exactly its canonical encoding is recognised in one step
+(:class:`casstore.archive.tarformat.HeaderParser`); any other is parsed field by field, so that
+a damaged or hostile header gets the error that names its fault.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from casstore.archive.limits import Limits
-from casstore.archive.tarformat import BLOCK, RECORD, Kind, Member, header_checksum, pad
-from casstore.digest import new_hasher
+from casstore.archive.tarformat import (
+    BLOCK,
+    RECORD,
+    HeaderParser,
+    Kind,
+    Member,
+    encode_header,
+    header_checksum,
+    pad,
+)
+from casstore.digest import Digest, new_hasher
 from casstore.errors import (
     CorruptArchiveError,
     EntryTypeError,
@@ -21,7 +36,7 @@ from casstore.errors import (
     UnsafePathError,
 )
 
-__all__ = ["ByteStream", "RawMember", "read_members"]
+__all__ = ["Sink", "Visit", "read_members"]
 
 _ZERO = bytes(BLOCK)
 _TYPES: dict[bytes, Kind] = {b"5": "dir", b"0": "file", b"\0": "file", b"2": "symlink"}
@@ -42,90 +57,184 @@ _REFUSED = {
 _PAX_KEYS = {"path", "linkpath", "size"}
 
 
-class ByteStream:
-    """The uncompressed stream over an iterator of chunks: exact reads, bounded by
-    ``limits.max_expanded_bytes``, hashed with BLAKE3 (``content``, the content digest)."""
+class Sink(Protocol):
+    """Where a member's data goes: ``write`` each piece in order, then ``close`` (also when
+    reading the data failed)."""
+
+    def write(self, data: memoryview, /) -> object: ...
+
+    def close(self) -> None: ...
+
+
+Fields = Callable[[bytes, int], tuple[str, Kind, int, int, str] | None]
+Visit = Callable[[str, Kind, int, int, str, bool], Sink | None]
+"""``visit(name, kind, mode, size, linkname, canonical)`` checks one member (``canonical``:
+its header bytes are exactly the packager's) and returns the sink for its data, or None to
+skip the data."""
+
+
+def read_members(chunks: Iterator[bytes], limits: Limits, visit: Visit) -> Digest:
+    """Walk the tar stream ``chunks`` to its end, calling ``visit`` for every member in order
+    and passing its data to the returned sink; returns the stream's content digest (BLAKE3).
+
+    The stream is bounded by ``limits.max_expanded_bytes``; after the end-of-archive blocks only
+    zero padding to a record may follow, then nothing.
+    """
+    stream = _Stream(chunks, limits)
+    stream.walk(visit)
+    return stream.content.digest()
+
+
+class _Stream:
+    """The stream over its chunks: ``buf`` the chunk at hand, ``pos`` the offset in it,
+    ``base`` the stream offset of ``buf[0]``; every chunk is counted, bounded and hashed."""
+
+    __slots__ = ("_chunks", "_limit", "_limits", "base", "buf", "content", "pos", "received")
 
     def __init__(self, chunks: Iterator[bytes], limits: Limits) -> None:
         self._chunks = chunks
         self._limits = limits
-        self._buffer = b""
-        self._pos = 0
-        self.offset = 0  # bytes consumed
-        self.received = 0  # bytes decoded
+        self._limit = limits.max_expanded_bytes
+        self.buf = b""
+        self.pos = 0
+        self.base = 0
+        self.received = 0
         self.content = new_hasher("blake3")
 
-    def _fill(self, entry: str | None = None) -> bool:
+    def walk(self, visit: Visit) -> None:
+        """Every member up to the end-of-archive blocks (see :func:`read_members`)."""
+        fields = HeaderParser().fields
+        while True:
+            self._run(fields, visit)
+            if not self._member(fields, visit):
+                return
+
+    def _run(self, fields: Fields, visit: Visit) -> None:
+        """The members that lie whole in the chunk at hand, header and data, as long as their
+        headers are canonical single blocks: the hot loop, on local variables."""
+        buf, pos = self.buf, self.pos
+        last = len(buf) - BLOCK
+        try:
+            while pos <= last:
+                member = fields(buf, pos)
+                if member is None:
+                    return
+                size = member[3]
+                stop = pos + BLOCK + size
+                padded = stop + (-size % BLOCK)
+                if padded > len(buf):
+                    return  # the data goes on in the next chunk: _member reads it
+                sink = visit(*member, True)
+                if sink is not None:
+                    self.pos = pos + BLOCK
+                    self._data(member[0], size, sink)  # all in this chunk: buf stays
+                    pos = self.pos
+                elif padded != stop and buf.count(0, stop, padded) != padded - stop:
+                    raise NotCanonicalError(member[0], "non-zero padding after file data")
+                else:
+                    pos = padded
+        finally:
+            self.pos = pos
+
+    def _member(self, fields: Fields, visit: Visit) -> bool:
+        """One member read the general way (its header may be cut by the chunk's end, or not
+        be one canonical block; its data may go on in later chunks); False after the end."""
+        buf, pos = self.buf, self.pos
+        if len(buf) - pos >= BLOCK:
+            self.pos = pos + BLOCK
+            block = buf[pos : pos + BLOCK]
+        else:
+            block = self.take(BLOCK, None)
+        member = fields(block, 0)
+        if member is not None:
+            sink = visit(*member, True)
+        elif block == _ZERO:
+            self._end()
+            return False
+        else:
+            parsed = _read_member(self, block, self._limits)
+            sink = visit(*parsed)
+            member = parsed[:5]
+        self._data(member[0], member[3], sink)
+        return True
+
+    def _data(self, name: str, size: int, sink: Sink | None) -> None:
+        """A member's ``size`` bytes of data to ``sink`` (None: skipped), then its padding."""
+        left = size
+        try:
+            while left:
+                if self.pos == len(self.buf):
+                    if not self._fill(name):
+                        raise CorruptArchiveError(name, "archive is truncated (file data)")
+                    continue
+                take = min(left, len(self.buf) - self.pos)
+                if sink is not None:
+                    sink.write(memoryview(self.buf)[self.pos : self.pos + take])
+                self.pos += take
+                left -= take
+        finally:
+            if sink is not None:
+                sink.close()
+        padding = pad(size)
+        if padding and self.take(padding, name).count(0) != padding:
+            raise NotCanonicalError(name, "non-zero padding after file data")
+
+    def _fill(self, entry: str | None) -> bool:
+        """Move to the next chunk (the one at hand must be used up); False at the end."""
         chunk = next(self._chunks, None)
         if chunk is None:
             return False
         self.received += len(chunk)
-        self._limits.check("max_expanded_bytes", self.received, entry)
+        if self.received > self._limit:
+            self._limits.check("max_expanded_bytes", self.received, entry)
         self.content.update(chunk)
-        self._buffer = self._buffer[self._pos :] + chunk
-        self._pos = 0
+        self.base += len(self.buf)
+        self.buf, self.pos = chunk, 0
         return True
 
     def take(self, size: int, what: str | None) -> bytes:
         """Exactly ``size`` bytes; :class:`CorruptArchiveError` if the stream ends first.
         ``what`` is the entry being read (None while looking for a header)."""
-        while len(self._buffer) - self._pos < size:
-            if not self._fill():
+        buf, pos = self.buf, self.pos
+        if len(buf) - pos >= size:
+            self.pos = pos + size
+            return buf[pos : pos + size]
+        pieces, have = [buf[pos:]], len(buf) - pos
+        self.pos = len(buf)
+        while have < size:
+            if not self._fill(None):
                 rule = "archive is truncated" if what else "archive is truncated (header expected)"
                 raise CorruptArchiveError(what, rule)
-        data = self._buffer[self._pos : self._pos + size]
-        self._pos += size
-        self.offset += size
-        return data
+            piece = self.buf[: size - have]
+            self.pos = len(piece)
+            pieces.append(piece)
+            have += len(piece)
+        return b"".join(pieces)
 
-    def pieces(self, size: int, what: str) -> Iterator[memoryview]:
-        """``size`` bytes as successive views, without joining them."""
-        while size:
-            if self._pos == len(self._buffer):
-                self._buffer, self._pos = b"", 0
-                if not self._fill(what):
-                    raise CorruptArchiveError(what, "archive is truncated (file data)")
-            take = min(size, len(self._buffer) - self._pos)
-            yield memoryview(self._buffer)[self._pos : self._pos + take]
-            self._pos += take
-            self.offset += take
-            size -= take
-
-    def expect_end(self) -> None:
-        """After the end-of-archive blocks: only zero padding to a record, then nothing."""
-        expected = -self.offset % RECORD
-        while len(self._buffer) - self._pos < expected + 1 and self._fill():
-            pass
-        rest = self._buffer[self._pos :]
+    def _end(self) -> None:
+        """After a zero block: a second one, then only zero padding to a record, then nothing."""
+        if self.take(BLOCK, None) != _ZERO:
+            raise NotCanonicalError(None, "a lone zero block inside the archive")
+        expected = -(self.base + self.pos) % RECORD
+        pieces = [self.buf[self.pos :]]
+        have = len(pieces[0])
+        self.pos = len(self.buf)
+        while have <= expected and self._fill(None):
+            pieces.append(self.buf)
+            have += len(self.buf)
+            self.pos = len(self.buf)
+        rest = b"".join(pieces)
         if rest.count(0) != len(rest[:expected]) or len(rest) > expected:
             raise CorruptArchiveError(None, "trailing data after the end-of-archive blocks")
         if len(rest) < expected:
             raise NotCanonicalError(None, "end of archive is not padded to a 10,240-byte record")
 
 
-@dataclass(frozen=True, slots=True)
-class RawMember:
-    """A parsed member: ``member`` as the packager would describe it, and ``header`` the
-    exact bytes read for it (PAX blocks included), to compare with the canonical encoding."""
-
-    member: Member
-    header: bytes
-
-
-def read_members(stream: ByteStream, limits: Limits) -> Iterator[RawMember]:
-    """Yield every member of ``stream``; the caller must consume a file's data (``size``
-    bytes, then its padding) before asking for the next member. Stops after the end blocks."""
-    while True:
-        block = stream.take(BLOCK, None)
-        if block == _ZERO:
-            if stream.take(BLOCK, None) != _ZERO:
-                raise NotCanonicalError(None, "a lone zero block inside the archive")
-            stream.expect_end()
-            return
-        yield _read_member(stream, block, limits)
-
-
-def _read_member(stream: ByteStream, block: bytes, limits: Limits) -> RawMember:
+def _read_member(
+    stream: _Stream, block: bytes, limits: Limits
+) -> tuple[str, Kind, int, int, str, bool]:
+    """A member whose header is not one canonical block, parsed field by field: its fields
+    and whether its header bytes (PAX blocks included) are the canonical encoding."""
     fields = _parse_block(block)
     pax: dict[str, str] = {}
     header = block
@@ -140,7 +249,9 @@ def _read_member(stream: ByteStream, block: bytes, limits: Limits) -> RawMember:
         fields = _parse_block(block)
         if fields["type"] == b"x":
             raise NotCanonicalError(fields["name"], "two PAX headers for one member")
-    return RawMember(_member(fields, pax), header)
+    member = _member(fields, pax)
+    canonical = encode_header(member) == header
+    return member.name, member.kind, member.mode, member.size, member.linkname, canonical
 
 
 def _parse_block(block: bytes) -> dict:
