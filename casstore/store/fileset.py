@@ -24,7 +24,7 @@ from casstore.archive.read import VerifyResult, verify_archive
 from casstore.archive.scan import SourceTree
 from casstore.digest import Digest
 from casstore.errors import CheckError, SourceChangedError, StoreError, UsageError
-from casstore.names import check_name, check_prefix
+from casstore.names import DEFAULT_FILESET, check_name, check_prefix
 from casstore.store.records import TaskRevision
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
 ]
 
 ARCHIVE_NAME = "task_archive"
-DEFAULT_FILESET = "harbor-tasks"
 TEMP_PREFIX = ".tmp-"
 
 
