@@ -1,4 +1,8 @@
-"""``casstore pack``, ``verify`` and ``extract``: one archive, no store."""
+"""``casstore pack``, ``verify`` and ``extract``: one archive, no store.
+
+The packer and the reader are imported in the command bodies, for start-up time: every
+command imports this module (README, "Start-up").
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,6 @@ from typing import Annotated
 
 import typer
 
-from casstore.archive.pack import pack_tree
-from casstore.archive.read import extract_archive, verify_archive
 from casstore.errors import CheckError
 from cli.options import CompressionOption, JsonOption, LimitOption, limits_from
 from cli.output import emit_json, fail, out_console
@@ -28,6 +30,8 @@ def pack(
     json: JsonOption = False,
 ) -> None:
     """Pack a task directory into a deterministic archive; print its address."""
+    from casstore.archive.pack import pack_tree  # here: for start-up time
+
     result = pack_tree(task_dir, output, compression, limits_from(limit))
     if json:
         emit_json(result.to_json())
@@ -46,6 +50,8 @@ def verify(
     json: JsonOption = False,
 ) -> None:
     """Check an archive (address, bounds, names, links, layout, canonical form)."""
+    from casstore.archive.read import verify_archive  # here: for start-up time
+
     limits = limits_from(limit)
     try:
         result = verify_archive(archive, expect, limits)
@@ -77,6 +83,8 @@ def extract(
     json: JsonOption = False,
 ) -> None:
     """Verify an archive while extracting it safely into DEST (which must not exist)."""
+    from casstore.archive.read import extract_archive  # here: for start-up time
+
     result = extract_archive(archive, dest, expect, limits_from(limit))
     if json:
         emit_json(result.to_json() | {"dest": str(dest / result.top)})

@@ -1,6 +1,5 @@
 """The validation cache: Harbor's verdict on task.toml bytes it accepted, kept on disk so that
-a later process needs no Harbor import for the same bytes (README, "Start-up and the
-validation cache").
+a later process needs no Harbor import for the same bytes (README, "The validation cache").
 
 Harbor's ``TaskConfig`` stays the judge (:func:`casstore.archive.layout.parse_task_config`),
 but importing it costs about a quarter of a second; the task layout needs only two of its
