@@ -12,8 +12,9 @@ Names are loaded on first use (NumPy with the first that needs it), so that impo
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from casstore.lazy import load_name
 
 if TYPE_CHECKING:
     from casstore.table.columns import Flag, Kind, RewardTable, harbor_evals_key
@@ -126,14 +127,9 @@ def __getattr__(name: str) -> Any:
     """A name of ``__all__`` (or ``BUILTIN_METRICS``), imported from its module on first use;
     ``BUILTIN_METRIC_NAMES`` is the names of ``BUILTIN_METRICS``."""
     if name == "BUILTIN_METRIC_NAMES":
-        value: Any = tuple(__getattr__("BUILTIN_METRICS"))
-    else:
-        home = _HOMES.get(name)
-        if home is None:
-            raise AttributeError(f"module 'scoring' has no attribute {name!r}")
-        value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+        value = globals()[name] = tuple(__getattr__("BUILTIN_METRICS"))
+        return value
+    return load_name(globals(), _HOMES, name)
 
 
 def __dir__() -> list[str]:
