@@ -1,14 +1,15 @@
 """How every command reports: data on stdout (text or ``--json``), one-line errors on stderr.
 
-rich is imported only when a command prints text through a console or draws a progress bar
-on a terminal: JSON output, errors and plain lines (:func:`print_lines`) need none of it
-(README, "Start-up").
+rich is imported only when a command prints a table, styled or unusual text, or draws a
+progress bar on a terminal: JSON output, errors and plain lines need none of it (README,
+"Start-up").
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -35,12 +36,26 @@ __all__ = [
 ]
 
 
+_PLAIN = re.compile(r"[^\x00-\x1f\x7f-\x9f\[\ud800-\udfff]*")
+"""Text rich prints as it is: no markup, control character, tab or lone surrogate."""
+
+
 class _LazyConsole:
     """A rich ``Console`` made, and rich imported, on the first use of any of its attributes
-    (README, "Start-up")."""
+    other than a plain :meth:`print` (README, "Start-up")."""
 
     def __init__(self, **options: Any) -> None:
         self._options = options
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        """``Console.print``; one plain line of text (:data:`_PLAIN`: nothing rich would
+        change) is written directly, without rich."""
+        text = objects[0] if len(objects) == 1 and not options else None
+        if type(text) is str and _PLAIN.fullmatch(text):
+            stream = sys.stderr if self._options.get("stderr") else sys.stdout
+            stream.write(text + "\n")
+            return
+        self._console.print(*objects, **options)
 
     @cached_property
     def _console(self) -> Console:

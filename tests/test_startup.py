@@ -62,7 +62,7 @@ def test_help_loads_no_work_and_no_unused_rich_module(tmp_path: Path) -> None:
         ["extract", "ARCHIVE", "DEST"],
     ],
 )
-def test_archive_commands_load_no_store_numpy_harbor_or_pydantic(
+def test_archive_commands_load_no_store_numpy_harbor_pydantic_or_rich(
     argv: list[str], archive: Path, tmp_path: Path
 ) -> None:
     names = {
@@ -73,9 +73,7 @@ def test_archive_commands_load_no_store_numpy_harbor_or_pydantic(
     }
     code, _, modules = loaded(tmp_path, *[names.get(a, a) for a in argv])
     assert code == 0
-    assert not top_level(modules, HEAVY | HELP_ONLY)
-    if "--json" in argv:
-        assert not top_level(modules, {"rich"})  # rich only to print text
+    assert not top_level(modules, HEAVY | HELP_ONLY | {"rich"})  # plain lines need no rich
 
 
 def test_ls_loads_no_numpy_scoring_harbor_or_rich(tmp_path: Path, archive: Path) -> None:
@@ -111,6 +109,51 @@ def test_the_stand_ins_are_gone_after_help() -> None:
         "assert isinstance(u.Markdown('# x'), rich.markdown.Markdown)"
     )
     python(script)
+
+
+# --- cli.output: a plain line printed without rich, as rich prints it -----------------------
+
+LINES = [
+    "ok sha256:ab  /tmp/archive.tar.gz",
+    "x" * 300 + " long, beyond any terminal width ",
+    "trailing spaces   ",
+    "",
+    "  leading",
+    "→ é 漢字 🙂 e\u0301 \u200b",
+    ":cd: :100: emoji codes",
+    "a [bold]b[/bold] [link=x]c[/link] [not markup",
+    "\\[escaped] back\\slash\\",
+    "tab\there",
+    "two\nlines",
+    "carriage\rreturn \x07 bell \x1b[31mred\x1b[0m \x7f \x85",
+    "surrogate \udcff",
+]
+
+
+@pytest.mark.parametrize("stderr", [False, True])
+def test_a_plain_line_prints_as_rich_prints_it(
+    stderr: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rich.console import Console
+
+    from cli.output import _LazyConsole
+
+    options: dict[str, Any] = dict(stderr=stderr, highlight=False, soft_wrap=True, emoji=False)
+    plain, real = _LazyConsole(**options), Console(**options)
+    direct = 0
+    for line in LINES:
+        outputs = []
+        for console in (plain, real):
+            error = None
+            try:
+                console.print(line)
+            except UnicodeEncodeError as raised:  # the lone surrogate: the same error
+                error = str(raised)
+            captured = capsys.readouterr()
+            outputs.append((error, captured.out, captured.err))
+        assert outputs[0] == outputs[1], line
+        direct += "_console" not in vars(plain)
+    assert direct == 7  # the lines before the first that needs rich were written directly
 
 
 # --- cli.coerce: typer's answers without pydantic ------------------------------------------
