@@ -76,7 +76,7 @@ def test_archive_commands_load_no_store_numpy_harbor_pydantic_or_rich(
     assert not top_level(modules, HEAVY | HELP_ONLY | {"rich"})  # plain lines need no rich
 
 
-def test_ls_loads_no_numpy_scoring_harbor_or_rich(tmp_path: Path, archive: Path) -> None:
+def test_ls_loads_no_numpy_scoring_harbor_rich_or_packer(tmp_path: Path, archive: Path) -> None:
     store = tmp_path / "store"
     task = make_task(tmp_path)
     loaded(tmp_path, "--store", str(store), "publish", str(task))
@@ -84,6 +84,8 @@ def test_ls_loads_no_numpy_scoring_harbor_or_rich(tmp_path: Path, archive: Path)
     assert code == 0
     assert out.startswith("default/task#sha256:")
     assert not top_level(modules, {"numpy", "scoring._engine", "harbor", "rich"})  # plain lines
+    packer_and_reader = {"casstore.archive.pack", "casstore.archive.read", "zstandard", "isal"}
+    assert not top_level(modules, packer_and_reader | {"casstore.store.checkout"})
 
 
 @pytest.mark.parametrize(
@@ -206,3 +208,16 @@ def test_scoring_defaults_load_no_numpy_and_every_name_resolves() -> None:
     import scoring
 
     assert int(printed) == len(scoring.__all__) and sorted(dir(scoring)) == sorted(scoring.__all__)
+
+
+def test_every_name_of_the_store_package_resolves() -> None:
+    script = (
+        "import sys, casstore.store as s; assert 'casstore.store.core' not in sys.modules; "
+        "names = [getattr(s, n) for n in s.__all__]; "
+        "assert s.Store.publish.__module__ == 'casstore.store.publish'; print(len(names))"
+    )
+    printed = python(script)
+    import casstore.store
+
+    assert int(printed) == len(casstore.store.__all__)
+    assert sorted(dir(casstore.store)) == sorted(casstore.store.__all__)
