@@ -10,7 +10,8 @@ whose ``extra_info["baseline"]`` is true are the in-run baselines; every other r
 ``baseline median / its median`` against each of them (> 1: we are faster). Other keys read from
 ``extra_info`` (all optional): ``label`` (row name; default the test name), ``bytes`` (input
 bytes: the MB/s column, 10^6 bytes per second), ``output_bytes``, ``targets`` (``{baseline
-label: minimum ratio}``), ``peak_rss_bytes`` and ``peak_rss_limit_bytes``, ``other_load``
+label: minimum ratio}``), ``max_seconds`` (a limit of the median wall time), ``cpu_seconds``
+(CPU time per round), ``peak_rss_bytes`` and ``peak_rss_limit_bytes``, ``other_load``
 (cores other processes used meanwhile: the machine may be shared), ``note``, and any
 ``*_per_second`` rate (shown in the notes column). A later suite (import,
 rescore, ...) plugs in by adding ``benchmarks/test_bench_*.py`` with these conventions.
@@ -182,6 +183,8 @@ def _notes(row: Row) -> str:
     if "interpreter_rss_bytes" in row.info:
         rss = row.info["interpreter_rss_bytes"] / MiB
         notes.append(f"(interpreter and imports alone: {rss:.1f} MiB)")
+    if "cpu_seconds" in row.info:
+        notes.append(f"CPU {_seconds(row.info['cpu_seconds'])} per round")
     for key, value in row.info.items():
         if key.endswith("_per_second") and isinstance(value, int | float):
             notes.append(f"{value:,.1f} {key.removesuffix('_per_second').replace('_', ' ')}/s")
@@ -206,6 +209,12 @@ def _targets(row: Row, baselines: list[Row]) -> list[str]:
         shown = "" if value is None else f"{value:.2f}x"
         target = _cell(f"{row.label} >= {minimum}x {label}")
         out.append(f"| {row.group} | {target} | {shown} | {status} |")
+    if "max_seconds" in row.info:
+        limit = row.info["max_seconds"]
+        target = _cell(f"{row.label} median <= {_seconds(limit)}")
+        out.append(
+            f"| {row.group} | {target} | {_seconds(row.median)} | {_status(row.median <= limit)} |"
+        )
     if "peak_rss_limit_bytes" in row.info and "peak_rss_bytes" in row.info:
         peak, limit = row.info["peak_rss_bytes"], row.info["peak_rss_limit_bytes"]
         status = _status(peak < limit)

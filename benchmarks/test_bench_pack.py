@@ -22,13 +22,12 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from benchmarks.conftest import SUFFIX, Tree, gnu_pack, gnu_read, harbor_pack, shell
+from benchmarks.measure import measure as _measure
 from benchmarks.trees import SHAPES, make_tree, tree_bytes
 from casstore.archive.pack import pack_tree
 from casstore.archive.read import extract_archive, verify_archive
@@ -61,43 +60,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 parametrize_trees = pytest.mark.parametrize("tree", TREES)
 parametrize_compressions = pytest.mark.parametrize("compression", COMPRESSIONS)
-
-
-def _measure(benchmark, target: Callable, rounds: int, args=(), setup=None, **kwargs):
-    """``benchmark.pedantic`` with an ``os.sync()`` before every round, outside the timing.
-
-    Without it a round pays for the data earlier rounds or tests left dirty in the page cache
-    (the baselines never fsync; ext4's journal commit behind our fsync can write it out), so
-    a measurement would depend on what ran before it.
-    """
-
-    def synced_setup():
-        if not benchmark.disabled:  # a smoke run does not measure; sync can take a while
-            os.sync()
-        return setup() if setup is not None else (args, {})
-
-    before = _cpu_seconds()
-    result = benchmark.pedantic(target, rounds=rounds, iterations=1, setup=synced_setup, **kwargs)
-    after = _cpu_seconds()
-    wall, others = after[0] - before[0], (after[1] - before[1]) - (after[2] - before[2])
-    if wall > 0:  # clock-tick rounding can make a quiet machine's figure slightly negative
-        benchmark.extra_info["other_load"] = round(max(others, 0.0) / wall, 2)
-    return result
-
-
-def _cpu_seconds() -> tuple[float, float, float]:
-    """(monotonic time, CPU seconds all processes were busy per /proc/stat, CPU seconds of
-    this process and its waited-for children): their deltas tell how much of the machine
-    other processes took during a measurement (``extra_info["other_load"]``, in cores)."""
-    try:
-        with open("/proc/stat") as stat:
-            ticks = [int(value) for value in stat.readline().split()[1:9]]
-    except OSError:
-        return time.monotonic(), 0.0, 0.0
-    busy = sum(ticks[0:3]) + sum(ticks[5:8])  # user nice system, irq softirq steal
-    own = os.times()
-    mine = own.user + own.system + own.children_user + own.children_system
-    return time.monotonic(), busy / os.sysconf("SC_CLK_TCK"), mine
 
 
 def _pack_to_file(source: Path, out: Path, compression: str):

@@ -14,9 +14,10 @@ Two kinds of content:
 * random: incompressible bytes (``Generator.bytes``), the worst case for deflate.
 
 The shapes used by the suite (see :data:`SHAPES`): ``small`` (10,000 text files of 4 KiB in 100
-directories), ``large`` (10 files of 50 MB, half text, half random), ``huge`` (the 2 GiB
-peak-RSS check: 8 files of 256 MiB, half text, half random); each has a ``smoke`` variant of a
-few KiB used when benchmarks are disabled (the normal test run executes every benchmark once).
+directories), ``medium`` (4,000 of them in 40, for the whole-process ``casstore pack``),
+``large`` (10 files of 50 MB, half text, half random), ``huge`` (the 2 GiB peak-RSS check: 8
+files of 256 MiB, half text, half random); each has a ``smoke`` variant of a few KiB used when
+benchmarks are disabled (the normal test run executes every benchmark once).
 """
 
 from __future__ import annotations
@@ -67,9 +68,11 @@ class TreeShape:
 MiB = 1 << 20
 SHAPES: dict[str, TreeShape] = {
     "small": TreeShape("small", 10_000, 4096, dirs=100, seed=1),
+    "medium": TreeShape("medium", 4000, 4096, dirs=40, seed=4),
     "large": TreeShape("large", 5, 50_000_000, random_files=5, random_size=50_000_000, seed=2),
     "huge": TreeShape("huge", 4, 256 * MiB, random_files=4, random_size=256 * MiB, seed=3),
     "small-smoke": TreeShape("small-smoke", 12, 4096, dirs=3, seed=1),
+    "medium-smoke": TreeShape("medium-smoke", 12, 4096, dirs=3, seed=4),
     "large-smoke": TreeShape("large-smoke", 1, 64 << 10, random_files=1, random_size=64 << 10),
     "huge-smoke": TreeShape("huge-smoke", 1, 1 * MiB, random_files=1, random_size=1 * MiB),
 }

@@ -50,6 +50,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from casstore.lazy import load_name
+
 if TYPE_CHECKING:
     from casstore.api import (
         checkout,
@@ -157,12 +159,7 @@ def __getattr__(name: str) -> Any:
     :data:`_SUBMODULES`."""
     if name in _SUBMODULES:
         return importlib.import_module(f"casstore.{name}")
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'casstore' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+    return load_name(globals(), _HOMES, name)
 
 
 def __dir__() -> list[str]:

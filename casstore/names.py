@@ -12,7 +12,19 @@ import re
 
 from casstore.errors import UsageError
 
-__all__ = ["check_name", "check_prefix", "default_name", "is_name"]
+__all__ = [
+    "DEFAULT_FILESET",
+    "DEFAULT_WORKSPACE",
+    "check_name",
+    "check_prefix",
+    "default_name",
+    "is_name",
+]
+
+DEFAULT_WORKSPACE = "default"
+"""The workspace of a reference that names none."""
+DEFAULT_FILESET = "harbor-tasks"
+"""The fileset tasks are published into unless one is named."""
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,255}")
 

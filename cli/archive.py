@@ -1,7 +1,10 @@
 """``casstore pack``, ``verify`` and ``extract``: archives, no store.
 
 ``verify`` takes several files and ``pack`` several task directories (into a folder) in one
-process (:mod:`casstore.archive.batch`): one line, or one JSON Lines object, per input."""
+process (:mod:`casstore.archive.batch`): one line, or one JSON Lines object, per input.
+The packer and the reader are imported in the command bodies, for start-up time: every
+command imports this module (README, "Start-up").
+"""
 
 from __future__ import annotations
 
@@ -11,8 +14,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from casstore.archive.pack import pack_tree
-from casstore.archive.read import extract_archive, verify_archive
 from casstore.errors import CheckError
 from cli.options import CompressionOption, JsonOption, LimitOption, limits_from
 from cli.output import emit_json, fail, out_console
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from casstore.archive.batch import Outcome
-    from casstore.archive.compress import Compression
+    from casstore.archive.formats import Compression
     from casstore.archive.limits import Limits
     from casstore.archive.pack import PackResult
     from casstore.archive.read import VerifyResult
@@ -56,6 +57,8 @@ def pack(
     """Pack task directories into deterministic archives; print each address."""
     if len(task_dirs) > 1 or output.is_dir():
         raise typer.Exit(_pack_many(task_dirs, output, compression, limits_from(limit), json))
+    from casstore.archive.pack import pack_tree  # here: for start-up time
+
     task_dir = task_dirs[0]
     result = pack_tree(task_dir, output, compression, limits_from(limit))
     if json:
@@ -77,6 +80,8 @@ def verify(
     json: JsonOption = False,
 ) -> None:
     """Check archives (address, bounds, names, links, layout, canonical form)."""
+    from casstore.archive.read import verify_archive  # here: for start-up time
+
     limits = limits_from(limit)
     if len(archives) > 1:
         raise typer.Exit(_verify_many(archives, expect, limits, json))
@@ -205,6 +210,8 @@ def extract(
     json: JsonOption = False,
 ) -> None:
     """Verify an archive while extracting it safely into DEST (which must not exist)."""
+    from casstore.archive.read import extract_archive  # here: for start-up time
+
     result = extract_archive(archive, dest, expect, limits_from(limit))
     if json:
         emit_json(result.to_json() | {"dest": str(dest / result.top)})

@@ -12,24 +12,17 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from casstore.archive.discover import discover
-from casstore.archive.pack import pack_tree
-from casstore.archive.read import extract_archive, verify_archive
 from casstore.errors import CheckError, UsageError
-from casstore.examples.job import write_example_job
-from casstore.examples.suite import EXAMPLE_TASKS, write_example_suite
-from casstore.sources import check_taskset
-from casstore.store import Store
-from casstore.trials import Jobs
 from cli.options import JsonOption
 from cli.output import emit_json, out_console
 from cli.rescore import print_report
-from scoring import score
+
+if TYPE_CHECKING:
+    from casstore.store import Store
 
 __all__ = ["register"]
 
@@ -47,6 +40,15 @@ def demo(
     json: JsonOption = False,
 ) -> None:
     """Run the whole data path on an example suite: pack, publish, checkout, import, rescore."""
+    # every layer, imported here for start-up time (README, "Start-up")
+    from casstore.archive.discover import discover
+    from casstore.examples.job import write_example_job
+    from casstore.examples.suite import EXAMPLE_TASKS, write_example_suite
+    from casstore.sources import check_taskset
+    from casstore.store import Store
+    from casstore.trials import Jobs
+    from scoring import score
+
     if job is not None and not job.is_dir():
         raise UsageError(str(job), "--job must be an existing Harbor job directory")
     started = time.perf_counter()
@@ -80,6 +82,9 @@ def demo(
 
 
 def _archive_round_trip(task: Path, archives: Path) -> dict[str, Any]:
+    from casstore.archive.pack import pack_tree
+    from casstore.archive.read import extract_archive, verify_archive
+
     archives.mkdir(parents=True, exist_ok=True)
     archive = archives / f"{task.name}.tar.gz"
     packed = pack_tree(task, archive)
@@ -122,6 +127,8 @@ def _json(directory, archive, published, pinned, checkout, imported, report, sec
 
 
 def _print(steps: list[tuple[str, str]], directory: Path, seconds: float) -> None:
+    from rich.table import Table
+
     table = Table(title=f"casstore demo in {directory} ({seconds} s)", title_justify="left")
     table.add_column("step")
     table.add_column("result", overflow="fold")

@@ -29,23 +29,24 @@ atomically and no temporary file survives a failure. Trials' ``result_path`` and
 
 Exit status: 0 ok; 1 a check failed (an unusable job, a refused saved-trials file); 2 bad usage
 (a path that is not a job directory, an unknown job).
+
+The store and the trials layer are imported in the command bodies, for start-up time: every
+command imports this module (README, "Start-up").
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from casstore.errors import UsageError
-from casstore.store import Store
-from casstore.trials import Jobs, find_jobs, read_job, write_trials_jsonl
-from casstore.trials.records import record_reward_key
-from casstore.trials.saved import check_output
-from casstore.trials.table import assign_attempts
 from cli.options import GlobalOptions, JsonOption
 from cli.output import emit_json, out_console, progress_bar
+
+if TYPE_CHECKING:
+    from casstore.store import Store
 
 __all__ = ["job_rows", "ls_jobs", "register"]
 
@@ -79,6 +80,9 @@ def import_(
 
     Prints per job: trials, new ones, invalid ones, how many have an exception and how many
     lack a verifier result (flags that may overlap, not rescore's exclusive statuses)."""
+    from casstore.store import Store  # here: for start-up time
+    from casstore.trials import Jobs
+
     for path in paths:
         if not path.exists():
             raise UsageError(str(path), "no such file or directory")
@@ -129,6 +133,12 @@ def export(
 ) -> None:
     """Write a job's saved trials (one JSON object per trial) to a file (in an existing
     folder)."""
+    from casstore.store import Store  # here: for start-up time
+    from casstore.trials import Jobs, read_job, write_trials_jsonl
+    from casstore.trials.records import record_reward_key
+    from casstore.trials.saved import check_output
+    from casstore.trials.table import assign_attempts
+
     check_output(output)
     path = Path(job)
     if path.is_dir():
@@ -152,6 +162,8 @@ def export(
 
 
 def _single_job(path: Path) -> list[Path]:
+    from casstore.trials import find_jobs
+
     jobs = find_jobs([path])
     if len(jobs) != 1:
         raise UsageError(str(path), f"holds {len(jobs)} jobs; export one job directory")
@@ -160,6 +172,8 @@ def _single_job(path: Path) -> list[Path]:
 
 def job_rows(store: Store) -> list[dict[str, Any]]:
     """``casstore ls jobs`` rows: job id, name, trials, reward key, failure codes, path."""
+    from casstore.trials import Jobs
+
     return [
         {
             "job": record.job_id,
@@ -175,6 +189,8 @@ def job_rows(store: Store) -> list[dict[str, Any]]:
 
 def ls_jobs(options: GlobalOptions, json: bool) -> None:
     """``casstore ls jobs [--json]``: the imported jobs of the store."""
+    from casstore.store import Store
+
     with Store(options.store, create=False) as store:
         rows = job_rows(store)
     if json:

@@ -2,6 +2,10 @@
 
 Exit status: 0 ok, 1 a check failed, 2 bad usage. Every error is one line on stderr, never a
 traceback.
+
+Start-up (README, "Start-up"): every command module is imported to register its command, and
+each imports only typer and light modules at its top; the work (the packer, the store, NumPy,
+scoring, Harbor's models) is imported inside the command that uses it.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ try:  # typer >= 0.24 vendors click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click.exceptions import ClickException  # type: ignore[assignment]  # same class, older home
 
-from casstore.errors import CasstoreError, CheckError, UsageError, printable
+from casstore.errors import CasstoreError, UsageError, printable
 from cli import archive, demo, jobs, rescore, store
+from cli.coerce import light_coercion
+from cli.help import prepare_help, shows_help
 from cli.options import GlobalOptions
-from cli.output import emit_json, fail
+from cli.output import as_casstore_error, emit_json, error_json, fail
 from cli.verifier import verifier_app
 
 __all__ = ["app", "main"]
@@ -98,8 +104,12 @@ def run(argv: list[str] | None = None) -> int:
     already reported it).
     """
     args = sys.argv[1:] if argv is None else argv
+    if shows_help(args):
+        prepare_help()
     try:
-        result = app(args=args, prog_name="casstore", standalone_mode=False)
+        command = typer.main.get_command(app)  # what app(...) runs, with light conversions
+        light_coercion(command)
+        result = command(args=args, prog_name="casstore", standalone_mode=False)
     except typer.Exit as done:
         return done.exit_code
     except ClickException as error:
@@ -113,13 +123,11 @@ def run(argv: list[str] | None = None) -> int:
     except CasstoreError as error:
         return _failed(args, error, error.exit_code)
     except OSError as error:
-        failure = CheckError(error.filename and str(error.filename), error.strerror or str(error))
-        return _failed(args, failure, 1)
+        return _failed(args, as_casstore_error(error), 1)
     return result if isinstance(result, int) else 0
 
 
 def _failed(args: list[str], error: CasstoreError, code: int) -> int:
     if "--json" in args:
-        shown = {k: printable(v) if isinstance(v, str) else v for k, v in error.to_json().items()}
-        emit_json({"ok": False, "error": shown})
+        emit_json({"ok": False, "error": error_json(error)})
     return fail(str(error), code).exit_code

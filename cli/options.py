@@ -1,4 +1,8 @@
-"""Options shared by several commands (one definition each)."""
+"""Options shared by several commands (one definition each).
+
+Every command module imports this one when the CLI starts: it imports typer and light
+modules only (the compression names, not the codecs).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from casstore.archive.compress import Compression
+from casstore.archive.formats import Compression
 from casstore.archive.limits import Limits
 
 __all__ = [

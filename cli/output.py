@@ -1,25 +1,86 @@
-"""How every command reports: data on stdout (text or ``--json``), one-line errors on stderr."""
+"""How every command reports: data on stdout (text or ``--json``), one-line errors on stderr.
+
+rich is imported only when a command prints a table, styled or unusual text, or draws a
+progress bar on a terminal: JSON output, errors and plain lines need none of it (README,
+"Start-up").
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, cast
 
-import orjson
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from casstore.errors import printable
+from casstore.errors import CasstoreError, CheckError, printable
 
-__all__ = ["emit_json", "err_console", "fail", "out_console", "progress_bar"]
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
 
-out_console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+__all__ = [
+    "as_casstore_error",
+    "emit_json",
+    "err_console",
+    "error_json",
+    "fail",
+    "out_console",
+    "print_lines",
+    "progress_bar",
+]
+
+
+_PLAIN = re.compile(r"[^\x00-\x1f\x7f-\x9f\[\ud800-\udfff]*")
+"""Text rich prints as it is: no markup, control character, tab or lone surrogate."""
+
+
+class _LazyConsole:
+    """A rich ``Console`` made, and rich imported, on the first use of any of its attributes
+    other than a plain :meth:`print` (README, "Start-up")."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        """``Console.print``; one plain line of text (:data:`_PLAIN`: nothing rich would
+        change) is written directly, without rich."""
+        text = objects[0] if len(objects) == 1 and not options else None
+        if type(text) is str and _PLAIN.fullmatch(text):
+            stream = sys.stderr if self._options.get("stderr") else sys.stdout
+            stream.write(text + "\n")
+            return
+        self._console.print(*objects, **options)
+
+    @cached_property
+    def _console(self) -> Console:
+        from rich.console import Console  # here: for start-up time
+
+        return Console(**self._options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._console, name)
+
+
+# No emoji codes: a path or a label holding ``:cd:`` or ``:100:`` prints as it is (and rich's
+# table of emoji codes, a fifth of its import time, is never loaded).
+out_console = cast("Console", _LazyConsole(highlight=False, soft_wrap=True, emoji=False))
+"""The rich console of stdout."""
+err_console = cast(
+    "Console", _LazyConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+)
+"""The rich console of stderr."""
+
+
+def print_lines(lines: Iterable[str]) -> None:
+    """Write ``lines`` to stdout as they are (no markup, no rich), each made printable: for
+    listings of many lines, where a console would cost more than the listing."""
+    sys.stdout.write("".join(f"{printable(line)}\n" for line in lines))
 
 
 def emit_json(payload: Any) -> None:
@@ -27,6 +88,8 @@ def emit_json(payload: Any) -> None:
 
     An integer beyond 64 bits (an exact Harbor Sum of huge integer rewards), which orjson
     refuses, is written exactly by the standard library instead."""
+    import orjson
+
     try:
         data = orjson.dumps(payload, option=orjson.OPT_INDENT_2)
     except TypeError:
@@ -44,6 +107,17 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_finite(item) for item in value]
     return value
+
+
+def as_casstore_error(error: OSError) -> CheckError:
+    """An OSError no check caught (a disk full, a folder that cannot be read) as the failed
+    check it is: exit 1, naming its file."""
+    return CheckError(error.filename and str(error.filename), error.strerror or str(error))
+
+
+def error_json(error: CasstoreError) -> dict[str, object]:
+    """``{"kind", "path", "message"}`` of ``error``, its texts printable anywhere."""
+    return {k: printable(v) if isinstance(v, str) else v for k, v in error.to_json().items()}
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -92,6 +166,8 @@ def progress_bar(description: str, every: int = 1) -> Iterator[_Bar | _Silent]:
     if not err_console.is_terminal:
         yield _Silent()
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, console=err_console, transient=True) as progress:
         bar = _Bar(progress, description, every)

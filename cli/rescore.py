@@ -34,27 +34,27 @@ Exit status: 0 ok; 1 the trials cannot be scored (mixed reward keys, a trial giv
 taskset mismatch, a failing metric script: one line ``<script>: metric script failed (exit N):
 <last stderr line>``); 2 bad usage (an unknown job, taskset or path, a missing metric script or
 view file, a malformed option).
+
+The engine (NumPy), the API and rich's tables are imported when the command runs, for
+start-up time: every command imports this module (README, "Start-up").
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from casstore import api
 from casstore.errors import UsageError
 from cli.options import GlobalOptions, JsonOption
 from cli.output import emit_json, out_console
-from scoring import (
-    DEFAULT_GROUP_BY,
-    DEFAULT_METRIC_TIMEOUT,
-    GROUP_FIELDS,
-    ScoreReport,
-    check_options,
-)
+from scoring._defaults import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, GROUP_FIELDS
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from scoring import ScoreReport
 
 __all__ = ["print_report", "register"]
 
@@ -109,6 +109,8 @@ def print_report(report: ScoreReport) -> None:
 
 def _outputs_table(report: ScoreReport) -> Table:
     """Mean, standard error, interval and coverage of every output."""
+    from rich.table import Table
+
     table = Table(title="outputs", title_justify="left")
     for column in ("output", "mean", "± stderr", "95% CI", "measured", "coverage"):
         table.add_column(column, justify="left" if column == "output" else "right")
@@ -127,6 +129,8 @@ def _outputs_table(report: ScoreReport) -> Table:
 
 def _pass_at_k_table(report: ScoreReport) -> Table:
     """pass@k (with its standard error) and pass^k for every k."""
+    from rich.table import Table
+
     table = Table(
         title=f"pass@k (success: {report.reward_key} >= {report.threshold:g})",
         title_justify="left",
@@ -142,6 +146,8 @@ def _pass_at_k_table(report: ScoreReport) -> Table:
 
 def _groups_table(report: ScoreReport) -> Table:
     """Attempts, primary mean and pass@1 of every group."""
+    from rich.table import Table
+
     table = Table(title="groups", title_justify="left")
     for field in report.group_by:
         table.add_column(field, overflow="fold")
@@ -240,6 +246,9 @@ def rescore(
 
     --group-by "" means no groups.
     """
+    from casstore import api  # here: for start-up time (NumPy, scoring)
+    from scoring import check_options
+
     options: GlobalOptions = ctx.obj
     ks = _parse_ks(k)
     metrics = metric or ["mean"]

@@ -4,6 +4,9 @@ Exit status: 0 ok; 1 a failed check (fsck problems, an archive that fails verifi
 store refusal (name exists); 2 bad usage, including an unknown reference
 (:class:`casstore.errors.UnknownReferenceError` has exit code 2: the user typed it) and a
 missing store: only ``publish`` creates one. Progress bars are drawn only on a terminal.
+
+The store, the API and discovery are imported in the command bodies, for start-up time: every
+command imports this module (README, "Start-up").
 """
 
 from __future__ import annotations
@@ -11,17 +14,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import orjson
 import typer
 
-from casstore import api
-from casstore.archive.discover import discover
 from casstore.errors import UsageError
-from casstore.store import DEFAULT_FILESET, DEFAULT_WORKSPACE, Store, TaskRevision, TasksetRevision
+from casstore.names import DEFAULT_FILESET, DEFAULT_WORKSPACE
 from cli.options import CompressionOption, GlobalOptions, JsonOption
-from cli.output import emit_json, out_console, progress_bar
+from cli.output import emit_json, out_console, print_lines, progress_bar
+
+if TYPE_CHECKING:
+    from casstore.store import Store, TaskRevision, TasksetRevision
 
 __all__ = ["register"]
 
@@ -30,6 +33,8 @@ WorkspaceOption = Annotated[str, typer.Option("--workspace", "-w", help="Workspa
 
 def _store(ctx: typer.Context, create: bool = False) -> Store:
     """The ``--store`` store; an existing one unless ``create`` (UsageError if missing)."""
+    from casstore.store import Store  # here: for start-up time
+
     options: GlobalOptions = ctx.obj
     return Store(options.store, create=create)
 
@@ -55,6 +60,9 @@ def publish(
     json: JsonOption = False,
 ) -> None:
     """Discover and publish tasks (one task or a dataset); identical content is reused."""
+    from casstore import api
+    from casstore.archive.discover import discover
+
     tasks = discover(path)
     if name is not None and len(tasks) != 1:
         raise UsageError(str(path), "--name needs a single task")
@@ -132,9 +140,12 @@ def ls(
     if json:
         emit_json(rows)
         return
-    for row in rows:
-        detail = row["id"] if "id" in row else _count(row["tasks"], "task")
-        out_console.print(f"{row['ref']}#{row['revision']}  {detail}")
+    print_lines(map(_ls_line, rows))
+
+
+def _ls_line(row: dict[str, Any]) -> str:
+    detail = row["id"] if "id" in row else _count(row["tasks"], "task")
+    return f"{row['ref']}#{row['revision']}  {detail}"
 
 
 def show(
@@ -168,6 +179,8 @@ def show(
         elif key == "metrics":
             out_console.print(f"  metrics: {', '.join(value)}")
         elif key == "views":
+            import orjson
+
             shown = orjson.dumps(value).decode() if value else "none"
             out_console.print(f"  views: {shown}")
         else:
@@ -230,6 +243,8 @@ def checkout(
 def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
     """Re-verify every archive and reference, and the imported jobs' records, reward tables
     and evidence (never modifies); exit 1 on problems."""
+    from casstore import api
+
     with _store(ctx) as store, progress_bar("fsck") as bar:
         report = api.fsck(store, bar)
     if json:
@@ -258,6 +273,8 @@ def gc(
 ) -> None:
     """Remove archive files no revision references (and stale temporaries), and imported
     jobs' data no job record references."""
+    from casstore import api
+
     with _store(ctx) as store:
         report = api.gc(store, dry_run=dry_run, min_age=min_age)
     if json:

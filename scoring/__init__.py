@@ -5,25 +5,36 @@ Entry points: :func:`score` (a :class:`RewardTable` → :class:`ScoreReport`),
 (:func:`pass_at_k`, :func:`pass_hat_k`, :func:`harbor_metric`, :func:`harbor_pass_at_k`,
 :func:`run_metric_script`) and views (:func:`load_views`). The JSON schema of a report is in
 :mod:`scoring.report`; the per-attempt rules and statuses in :mod:`scoring._rules`.
+
+Names are loaded on first use (NumPy with the first that needs it), so that importing
+``scoring._defaults`` for the command line's option defaults costs nothing more.
 """
 
-from casstore.table.columns import Flag, Kind, RewardTable, harbor_evals_key
-from scoring._engine import DEFAULT_GROUP_BY, GROUP_FIELDS, score, summarize
-from scoring._errors import MetricScriptError, ScoringError
-from scoring._harbor_metrics import BUILTIN_METRICS, harbor_metric
-from scoring._harbor_pass_at_k import harbor_pass_at_k
-from scoring._harbor_rewards import HarborRewards
-from scoring._mean import OutputStats, output_stats
-from scoring._metric_script import DEFAULT_METRIC_TIMEOUT, run_metric_script
-from scoring._options import check_options
-from scoring._partials import Partials
-from scoring._pass_at_k import PassAtK, default_ks, pass_at_k, pass_hat_k
-from scoring._rules import STATUS_NAMES, Attempts, Code, Diagnostics, Status, apply_rules
-from scoring._stderr import ci95, clt_stderr, cluster_mean_stderr
-from scoring._views import Signal, View, evaluate_views, load_views, parse_views
-from scoring.report import SCHEMA, ScoreReport
+from __future__ import annotations
 
-BUILTIN_METRIC_NAMES: tuple[str, ...] = tuple(BUILTIN_METRICS)
+from typing import TYPE_CHECKING, Any
+
+from casstore.lazy import load_name
+
+if TYPE_CHECKING:
+    from casstore.table.columns import Flag, Kind, RewardTable, harbor_evals_key
+    from scoring._defaults import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, GROUP_FIELDS
+    from scoring._engine import score, summarize
+    from scoring._errors import MetricScriptError, ScoringError
+    from scoring._harbor_metrics import harbor_metric
+    from scoring._harbor_pass_at_k import harbor_pass_at_k
+    from scoring._harbor_rewards import HarborRewards
+    from scoring._mean import OutputStats, output_stats
+    from scoring._metric_script import run_metric_script
+    from scoring._options import check_options
+    from scoring._partials import Partials
+    from scoring._pass_at_k import PassAtK, default_ks, pass_at_k, pass_hat_k
+    from scoring._rules import STATUS_NAMES, Attempts, Code, Diagnostics, Status, apply_rules
+    from scoring._stderr import ci95, clt_stderr, cluster_mean_stderr
+    from scoring._views import Signal, View, evaluate_views, load_views, parse_views
+    from scoring.report import SCHEMA, ScoreReport
+
+    BUILTIN_METRIC_NAMES: tuple[str, ...]
 
 __all__ = [
     "BUILTIN_METRIC_NAMES",
@@ -67,3 +78,60 @@ __all__ = [
     "score",
     "summarize",
 ]
+
+_HOMES = {
+    "Flag": "casstore.table.columns",
+    "Kind": "casstore.table.columns",
+    "RewardTable": "casstore.table.columns",
+    "harbor_evals_key": "casstore.table.columns",
+    "DEFAULT_GROUP_BY": "scoring._defaults",
+    "DEFAULT_METRIC_TIMEOUT": "scoring._defaults",
+    "GROUP_FIELDS": "scoring._defaults",
+    "score": "scoring._engine",
+    "summarize": "scoring._engine",
+    "MetricScriptError": "scoring._errors",
+    "ScoringError": "scoring._errors",
+    "BUILTIN_METRICS": "scoring._harbor_metrics",
+    "harbor_metric": "scoring._harbor_metrics",
+    "harbor_pass_at_k": "scoring._harbor_pass_at_k",
+    "HarborRewards": "scoring._harbor_rewards",
+    "OutputStats": "scoring._mean",
+    "output_stats": "scoring._mean",
+    "run_metric_script": "scoring._metric_script",
+    "check_options": "scoring._options",
+    "Partials": "scoring._partials",
+    "PassAtK": "scoring._pass_at_k",
+    "default_ks": "scoring._pass_at_k",
+    "pass_at_k": "scoring._pass_at_k",
+    "pass_hat_k": "scoring._pass_at_k",
+    "STATUS_NAMES": "scoring._rules",
+    "Attempts": "scoring._rules",
+    "Code": "scoring._rules",
+    "Diagnostics": "scoring._rules",
+    "Status": "scoring._rules",
+    "apply_rules": "scoring._rules",
+    "ci95": "scoring._stderr",
+    "clt_stderr": "scoring._stderr",
+    "cluster_mean_stderr": "scoring._stderr",
+    "Signal": "scoring._views",
+    "View": "scoring._views",
+    "evaluate_views": "scoring._views",
+    "load_views": "scoring._views",
+    "parse_views": "scoring._views",
+    "SCHEMA": "scoring.report",
+    "ScoreReport": "scoring.report",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of ``__all__`` (or ``BUILTIN_METRICS``), imported from its module on first use;
+    ``BUILTIN_METRIC_NAMES`` is the names of ``BUILTIN_METRICS``."""
+    if name == "BUILTIN_METRIC_NAMES":
+        value = globals()[name] = tuple(__getattr__("BUILTIN_METRICS"))
+        return value
+    return load_name(globals(), _HOMES, name)
+
+
+def __dir__() -> list[str]:
+    """The public names (``__all__``)."""
+    return sorted(__all__)

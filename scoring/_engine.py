@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from casstore.table.columns import RewardTable
+from scoring._defaults import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, GROUP_FIELDS
 from scoring._errors import ScoringError
 from scoring._harbor_metrics import metric_name
 from scoring._harbor_parity import harbor_parity
 from scoring._mean import output_stats
-from scoring._metric_script import DEFAULT_METRIC_TIMEOUT
 from scoring._options import check_ks, check_options
 from scoring._partials import CELL_FIELDS, Partials
 from scoring._pass_at_k import default_ks, pass_at_k_and_hat
@@ -36,9 +36,6 @@ from scoring._views import Signal, View, evaluate_views, load_views
 from scoring.report import Block, GroupReport, ScoreReport, TaskTable, status_counts
 
 __all__ = ["DEFAULT_GROUP_BY", "GROUP_FIELDS", "score", "summarize"]
-
-GROUP_FIELDS = ("agent", "model", "dataset")
-DEFAULT_GROUP_BY: tuple[str, ...] = GROUP_FIELDS
 
 
 def _check_group_by(group_by: Sequence[str]) -> list[str]:

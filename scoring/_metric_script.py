@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from casstore.errors import UsageError
+from scoring._defaults import DEFAULT_METRIC_TIMEOUT
 from scoring._errors import MetricScriptError
 from scoring._options import check_metric_timeout
 
 __all__ = ["DEFAULT_METRIC_TIMEOUT", "UV_ENV", "find_uv", "metric_command", "run_metric_script"]
 
-DEFAULT_METRIC_TIMEOUT = 60.0
 UV_ENV = "CASSTORE_UV"
 _UV_SETTINGS = {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
 

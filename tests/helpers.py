@@ -6,6 +6,8 @@ import hashlib
 import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,3 +68,40 @@ def store_cli(
         return code, json.loads(out), err
     except ValueError:
         return code, out, err
+
+
+ROOT = Path(__file__).resolve().parents[1]
+_RUN_AND_LIST = """
+import json, sys
+from cli.main import run
+code = run(sys.argv[2:])
+with open(sys.argv[1], "w") as out:
+    json.dump(sorted(sys.modules), out)
+sys.exit(code)
+"""
+
+
+def python(script: str, *argv: str, env: dict[str, str] | None = None) -> str:
+    """Run ``script`` in a fresh interpreter of this environment; its stdout (it must exit 0)."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, *argv], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def run_fresh(
+    scratch: Path, *argv: str, cache: Path | str | None = None
+) -> tuple[int, str, str, set[str]]:
+    """``casstore argv`` in a fresh interpreter (the validation cache ``cache`` when given):
+    exit status, stdout, stderr and the modules it loaded (listed into a file of ``scratch``)."""
+    modules = scratch / f"modules-{os.urandom(4).hex()}.json"
+    env = os.environ | ({} if cache is None else {"CASSTORE_CACHE_DIR": str(cache)})
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN_AND_LIST, str(modules), *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    return done.returncode, done.stdout, done.stderr, set(json.loads(modules.read_text()))

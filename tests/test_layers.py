@@ -30,7 +30,16 @@ PACKAGES = ("casstore", "scoring", "cli")
 
 # (layer, module prefixes); a module belongs to the layer of its longest matching prefix
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("casstore.errors", "casstore.digest", "casstore.names", "casstore.progress")),
+    (
+        "base",
+        (
+            "casstore.errors",
+            "casstore.digest",
+            "casstore.names",
+            "casstore.progress",
+            "casstore.lazy",
+        ),
+    ),
     ("archive", ("casstore.archive",)),
     ("verifier", ("casstore.verifier",)),
     ("standalone", ("casstore.verifier.run_verifier", "casstore.verifier.helpers")),

@@ -16,23 +16,19 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from casstore.archive.compress import Compression
+from casstore.archive.formats import SUFFIXES, Compression
 from casstore.archive.limits import Limits
 from casstore.archive.pack import PackResult, pack_tree
 from casstore.archive.read import VerifyResult, verify_archive
 from casstore.errors import CasstoreError, CheckError, UsageError
 
 __all__ = [
-    "ARCHIVE_SUFFIX",
     "Outcome",
     "archive_name",
     "archive_paths",
     "pack_into",
     "verify_each",
 ]
-
-ARCHIVE_SUFFIX: dict[Compression, str] = {"gzip": ".tar.gz", "zstd": ".tar.zst", "none": ".tar"}
-"""The file name ending of an archive packed into a folder, by compression."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +76,7 @@ def archive_name(source: Path, compression: Compression) -> str:
     name = Path(os.path.abspath(source)).resolve().name
     if not name:
         raise UsageError(str(source), "has no name to give its archive; pack it with -o FILE")
-    return name + ARCHIVE_SUFFIX[compression]
+    return name + SUFFIXES[compression]
 
 
 def archive_paths(sources: Sequence[Path], out_dir: Path, compression: Compression) -> list[Path]:

@@ -22,11 +22,12 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Literal, Protocol
+from typing import Protocol
 
 import zstandard
 from isal.isal_zlib import crc32  # ISA-L: zlib's CRC-32 at ~6x its speed
 
+from casstore.archive.formats import COMPRESSIONS, Compression
 from casstore.errors import CorruptArchiveError, NotCanonicalError, UsageError
 
 __all__ = [
@@ -40,8 +41,6 @@ __all__ = [
     "new_encoder",
 ]
 
-Compression = Literal["gzip", "zstd", "none"]
-COMPRESSIONS: tuple[Compression, ...] = ("gzip", "zstd", "none")
 STREAM_BLOCK = 1 << 20
 """The block of the uncompressed tar stream (1 MiB): the packer builds, hashes and hands the
 stream to the encoder in blocks of this size, gzip compresses it in blocks of this size, and

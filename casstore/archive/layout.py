@@ -7,13 +7,13 @@ named step, no other directory under ``steps/``, and may lack the root ``instruc
 
 from __future__ import annotations
 
-import tomllib
+import hashlib
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
-
+from casstore.archive import config_cache
+from casstore.archive.config_cache import TaskFacts
 from casstore.errors import TaskFormatError
 
 if TYPE_CHECKING:
@@ -24,25 +24,41 @@ __all__ = [
     "check_config",
     "check_layout",
     "check_tree_layout",
+    "facts_of",
     "parse_task_config",
+    "task_facts",
 ]
 
 
 @dataclass(frozen=True, slots=True)
 class TaskLayout:
-    """A checked task: its Harbor ``config``, ``native_id`` (``[task] name`` or the directory
-    name, as Harbor decides), ``steps`` (names, in task.toml order; empty for one step) and
-    whether a root ``instruction.md`` exists."""
+    """A checked task: ``native_id`` (``[task] name`` or the directory name, as Harbor
+    decides), ``steps`` (names, in task.toml order; empty for one step), whether a root
+    ``instruction.md`` exists, and task.toml (``config_path``, ``config_text``), which
+    Harbor accepted; ``config`` is its Harbor ``TaskConfig`` (Harbor is imported on first
+    use: only discovery reads it)."""
 
-    config: TaskConfig
     native_id: str
     steps: tuple[str, ...]
     has_root_instruction: bool
+    config_path: str
+    config_text: bytes
+    _config: list[TaskConfig] = field(default_factory=list, init=False, compare=False, repr=False)
+
+    @property
+    def config(self) -> TaskConfig:
+        """Harbor's ``TaskConfig`` of task.toml (validated once per layout)."""
+        if not self._config:
+            self._config.append(parse_task_config(self.config_path, self.config_text))
+        return self._config[0]
 
 
 def parse_task_config(path: str, text: bytes) -> TaskConfig:
     """Validate task.toml bytes with Harbor's ``TaskConfig``; TaskFormatError names ``path``."""
+    import tomllib  # here, with Harbor and pydantic: for start-up time (README, "Start-up")
+
     from harbor.models.task.config import TaskConfig
+    from pydantic import ValidationError
 
     try:
         return TaskConfig.model_validate_toml(text.decode("utf-8"))
@@ -51,12 +67,40 @@ def parse_task_config(path: str, text: bytes) -> TaskConfig:
         raise TaskFormatError(path, f"task.toml is not valid for Harbor: {first}") from error
 
 
-def check_config(top: str, config_text: bytes | None) -> TaskConfig:
-    """The task's Harbor config from task.toml bytes (None: absent or not a regular file).
+def facts_of(config: TaskConfig) -> TaskFacts:
+    """What the layout needs of a ``TaskConfig``: ``[task] name`` and the step names."""
+    name = config.task.name if config.task is not None else None
+    return TaskFacts(name, tuple(step.name for step in config.steps or ()))
+
+
+_ACCEPTED: dict[str, TaskFacts] = {}
+"""This process's accepted task.toml bytes (by SHA-256): a pack checks task.toml twice."""
+
+
+def task_facts(path: str, text: bytes) -> TaskFacts:
+    """Harbor's verdict on task.toml bytes ``text``, as the layout needs it: from this
+    process's memory, else from the validation cache (:mod:`casstore.archive.config_cache`),
+    else from Harbor's ``TaskConfig`` (an acceptance is then filed in the cache). Raises
+    :class:`TaskFormatError` naming ``path`` when Harbor refuses the bytes."""
+    digest = hashlib.sha256(text).hexdigest()
+    facts = _ACCEPTED.get(digest)
+    if facts is None:
+        facts = config_cache.lookup(text)
+        if facts is None:
+            facts = facts_of(parse_task_config(path, text))
+            config_cache.remember(text, facts)
+        if len(_ACCEPTED) >= 1024:
+            _ACCEPTED.clear()
+        _ACCEPTED[digest] = facts
+    return facts
+
+
+def check_config(top: str, config_text: bytes | None) -> TaskFacts:
+    """Harbor's verdict on the task's task.toml bytes (None: absent or not a regular file).
     Raises :class:`TaskFormatError` naming ``top/task.toml``."""
     if config_text is None:
         raise TaskFormatError(f"{top}/task.toml", "a task needs a regular task.toml file")
-    return parse_task_config(f"{top}/task.toml", config_text)
+    return task_facts(f"{top}/task.toml", config_text)
 
 
 def check_layout(
@@ -71,8 +115,8 @@ def check_layout(
     the regular files' paths below the task root; ``step_dirs`` the names of directories
     directly under ``steps/``. Raises :class:`TaskFormatError` naming the missing or extra path.
     """
-    config = check_config(top, config_text)
-    steps = tuple(step.name for step in config.steps or ())
+    facts = check_config(top, config_text)
+    steps = facts.steps
     has_root = ("instruction.md",) in files
     if not steps and not has_root:
         raise TaskFormatError(f"{top}/instruction.md", "a task needs a regular instruction.md")
@@ -84,8 +128,9 @@ def check_layout(
     extra = sorted(set(step_dirs) - set(steps))
     if extra:
         raise TaskFormatError(f"{top}/steps/{extra[0]}", "directory not named in task.toml steps")
-    native_id = config.task.name if config.task is not None else top
-    return TaskLayout(config, native_id, steps, has_root)
+    native_id = facts.name if facts.name is not None else top
+    text = config_text or b""  # not None: check_config refused it
+    return TaskLayout(native_id, steps, has_root, f"{top}/task.toml", text)
 
 
 def check_tree_layout(

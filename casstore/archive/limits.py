@@ -7,8 +7,7 @@ Override from the API (``Limits(max_entries=10)``, ``limits.with_overrides(...)`
 from __future__ import annotations
 
 import re
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from dataclasses import dataclass, fields
 
 from casstore.errors import LimitError, UsageError
 
@@ -19,7 +18,8 @@ _UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "kib": KiB, "mib": MiB, 
 _SIZE = re.compile(r"\s*(\d+)\s*([kmg]?i?b?)\s*", re.IGNORECASE)
 
 
-class Limits(BaseModel):
+@dataclass(frozen=True, slots=True, init=False)
+class Limits:
     """Bounds on what one archive may hold. Sizes are bytes; all are ints > 0 (anything else,
     or an unknown name, is a one-line :class:`UsageError` naming the limit).
 
@@ -31,26 +31,33 @@ class Limits(BaseModel):
     ``max_metadata_bytes``: one PAX extended-header record set.
     ``max_path_bytes``: one entry name (UTF-8 bytes, top-level directory included).
     ``max_config_bytes``: task.toml, read in memory to validate it.
+
+    A frozen dataclass, not a pydantic model: every command that packs or reads builds one,
+    and pydantic's import alone would double their start-up time.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-    max_entries: int = Field(100_000, gt=0)
-    max_file_bytes: int = Field(4 * GiB, gt=0)
-    max_payload_bytes: int = Field(16 * GiB, gt=0)
-    max_expanded_bytes: int = Field(17 * GiB, gt=0)
-    max_archive_bytes: int = Field(17 * GiB, gt=0)
-    max_metadata_bytes: int = Field(64 * KiB, gt=0)
-    max_path_bytes: int = Field(4096, gt=0)
-    max_config_bytes: int = Field(1 * MiB, gt=0)
+    max_entries: int = 100_000
+    max_file_bytes: int = 4 * GiB
+    max_payload_bytes: int = 16 * GiB
+    max_expanded_bytes: int = 17 * GiB
+    max_archive_bytes: int = 17 * GiB
+    max_metadata_bytes: int = 64 * KiB
+    max_path_bytes: int = 4096
+    max_config_bytes: int = 1 * MiB
 
     def __init__(self, **limits: int) -> None:
-        """UsageError (one line, naming the limit) for an unknown limit or a value that is
-        not a whole number > 0."""
-        try:
-            super().__init__(**limits)
-        except ValidationError as error:
-            raise _refused(error) from None
+        """UsageError (one line, naming the limit) for a value that is not a whole number > 0
+        (checked in the order above, first), then for an unknown limit."""
+        for name in _NAMES:
+            value = limits.get(name, _DEFAULTS[name])
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                shown = f"{value!r} ({type(value).__name__})"
+                rule = f"a limit is a whole number > 0 (bytes or entries), not {shown}"
+                raise UsageError(name, rule)
+            object.__setattr__(self, name, value)
+        for name in limits:
+            if name not in _DEFAULTS:
+                raise UsageError(name, f"not a limit (one of {', '.join(_NAMES)})")
 
     def check(self, limit: str, value: int, path: str | None) -> None:
         """Raise :class:`LimitError` naming ``limit``, ``value`` and ``path`` if over."""
@@ -69,24 +76,18 @@ class Limits(BaseModel):
             name = name.strip().replace("-", "_")
             if not name.startswith("max_"):
                 name = f"max_{name}"
-            if not sep or name not in type(self).model_fields:
-                known = ", ".join(type(self).model_fields)
+            if not sep or name not in _DEFAULTS:
+                known = ", ".join(_NAMES)
                 raise UsageError(assignment, f"a limit is NAME=VALUE with NAME one of {known}")
             updates[name] = parse_size(value)
         try:
-            return type(self).model_validate(self.model_dump() | updates)
-        except UsageError as error:  # what __init__ makes of the ValidationError
+            return Limits(**{name: getattr(self, name) for name in _NAMES} | updates)
+        except UsageError as error:  # a value of 0
             raise UsageError(", ".join(assignments), "limits must be positive") from error
 
 
-def _refused(error: ValidationError) -> UsageError:
-    """The first problem of a refused :class:`Limits`, as a one-line UsageError."""
-    problem = error.errors()[0]
-    name = ".".join(str(part) for part in problem["loc"])
-    if problem["type"] == "extra_forbidden":
-        return UsageError(name, f"not a limit (one of {', '.join(Limits.model_fields)})")
-    shown = f"{problem['input']!r} ({type(problem['input']).__name__})"
-    return UsageError(name, f"a limit is a whole number > 0 (bytes or entries), not {shown}")
+_NAMES = tuple(field.name for field in fields(Limits))
+_DEFAULTS = {field.name: field.default for field in fields(Limits)}
 
 
 def parse_size(text: str) -> int:

@@ -21,6 +21,7 @@ from pathlib import Path
 from casstore.archive.layout import TaskLayout, check_config, check_tree_layout
 from casstore.archive.limits import Limits
 from casstore.archive.links import Node, check_link
+from casstore.archive.regular import read_regular
 from casstore.archive.tarformat import Kind
 from casstore.errors import (
     CheckError,
@@ -265,15 +266,9 @@ def _decode(raw: bytes, display: str) -> str:
 
 def _read_config(path: Path, display: str, limits: Limits) -> bytes | None:
     """task.toml's bytes, or None when it is absent or not a regular file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None
+
+    def within_limits(info: os.stat_result) -> bool:
         limits.check("max_config_bytes", info.st_size, display)
-        return os.read(fd, info.st_size + 1)
-    finally:
-        os.close(fd)
+        return True
+
+    return read_regular(path, within_limits)

@@ -14,17 +14,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from casstore.errors import UsageError, is_text, printable
-from casstore.store.checkout import checkout
+from casstore.lazy import DeferredMethod
 from casstore.store.fileset import Filesets
-from casstore.store.fsck import fsck
-from casstore.store.gc import gc
 from casstore.store.index import DEFAULT_MAP_SIZE, Index
 from casstore.store.lookup import resolve, revision
-from casstore.store.publish import publish, retry
 from casstore.store.tasks import Tasks
 from casstore.store.tasksets import Tasksets
+
+if TYPE_CHECKING:
+    from casstore.store.checkout import checkout
+    from casstore.store.fsck import fsck
+    from casstore.store.gc import gc
+    from casstore.store.publish import publish, retry
 
 __all__ = ["NO_STORE", "Store", "check_store", "is_store"]
 
@@ -91,14 +95,22 @@ class Store:
         self.close()
 
     # The operations: functions of their modules taking the store first, bound as methods
-    # (their signatures and docstrings are the methods').
-    publish = publish
-    retry = retry
+    # (their signatures and docstrings are the methods'); the writing and checking ones are
+    # imported on first use, for start-up time (README, "Start-up"): ``ls`` needs none.
     revision = revision
     resolve = resolve
-    checkout = checkout
-    fsck = fsck
-    gc = gc
+    if TYPE_CHECKING:
+        publish = publish
+        retry = retry
+        checkout = checkout
+        fsck = fsck
+        gc = gc
+    else:
+        publish = DeferredMethod("casstore.store.publish", "publish")
+        retry = DeferredMethod("casstore.store.publish", "retry")
+        checkout = DeferredMethod("casstore.store.checkout", "checkout")
+        fsck = DeferredMethod("casstore.store.fsck", "fsck")
+        gc = DeferredMethod("casstore.store.gc", "gc")
 
 
 def check_store(value: object, argument: str = "store") -> Store:

@@ -16,16 +16,19 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from casstore.archive.compress import Compression
+from casstore.archive.formats import Compression
 from casstore.archive.limits import Limits
-from casstore.archive.pack import PackResult, write_archive
-from casstore.archive.read import VerifyResult, verify_archive
-from casstore.archive.scan import SourceTree
 from casstore.digest import Digest
 from casstore.errors import CheckError, SourceChangedError, StoreError, UsageError
-from casstore.names import check_name, check_prefix
+from casstore.names import DEFAULT_FILESET, check_name, check_prefix
 from casstore.store.records import TaskRevision
+
+if TYPE_CHECKING:  # the packer and the reader are imported when used: ``ls`` needs neither
+    from casstore.archive.pack import PackResult
+    from casstore.archive.read import VerifyResult
+    from casstore.archive.scan import SourceTree
 
 __all__ = [
     "ARCHIVE_NAME",
@@ -38,7 +41,6 @@ __all__ = [
 ]
 
 ARCHIVE_NAME = "task_archive"
-DEFAULT_FILESET = "harbor-tasks"
 TEMP_PREFIX = ".tmp-"
 
 
@@ -127,6 +129,8 @@ class Filesets:
         A file already at the address is re-verified and kept when intact; when it fails
         verification it is replaced (atomically, by rename) with the new bytes, which were
         verified first: the address guarantees they are the right ones (a repair)."""
+        from casstore.archive.pack import write_archive  # here: for start-up time
+
         prefix = check_prefix(prefix)
         task_dir = self.root / workspace / fileset / prefix / tree.top
         task_dir.mkdir(parents=True, exist_ok=True)
@@ -192,6 +196,8 @@ def _place(temporary: Path, final: Path, result: PackResult, limits: Limits) -> 
     ``(written, repaired)``. A file already there that passes verification is kept
     ``(False, False)``; one that fails it is replaced by ``temporary``, verified first
     ``(True, True)``."""
+    from casstore.archive.read import verify_archive
+
     try:
         os.link(temporary, final)
     except FileExistsError:
@@ -205,6 +211,8 @@ def _place(temporary: Path, final: Path, result: PackResult, limits: Limits) -> 
 
 def _read_back(final: Path, result: PackResult, limits: Limits) -> VerifyResult:
     """Verify the stored file ``final`` against ``result``; StoreError if it fails."""
+    from casstore.archive.read import verify_archive
+
     try:
         verified = verify_archive(final, result.address, limits)
     except CheckError as error:
@@ -217,6 +225,8 @@ def _read_back(final: Path, result: PackResult, limits: Limits) -> VerifyResult:
 def _verifies(path: Path, address: Digest | str, content: Digest | str, limits: Limits) -> bool:
     """True when the archive file ``path`` has ``address`` and the ``content`` digest, and
     passes verification; False for any failure (absent, unreadable, damaged)."""
+    from casstore.archive.read import verify_archive
+
     try:
         verified = verify_archive(path, address, limits)
     except (CheckError, UsageError, OSError):

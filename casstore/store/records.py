@@ -14,7 +14,7 @@ import msgpack
 from pydantic import BaseModel, ConfigDict
 
 from casstore.digest import Digest
-from casstore.names import check_name
+from casstore.names import DEFAULT_WORKSPACE, check_name
 
 __all__ = [
     "DEFAULT_WORKSPACE",
@@ -26,9 +26,6 @@ __all__ = [
     "canonical_digest",
     "now",
 ]
-
-DEFAULT_WORKSPACE = "default"
-"""The workspace of a reference that names none."""
 
 
 def canonical(value: Any) -> Any:

@@ -3,13 +3,15 @@ the names and their revisions."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from casstore.archive.discover import DiscoveredTask
 from casstore.store.handle import StoreHandle
 from casstore.store.lookup import Names
-from casstore.store.publish import PublishResult, publish
 from casstore.store.records import TaskRevision
+
+if TYPE_CHECKING:
+    from casstore.archive.discover import DiscoveredTask
+    from casstore.store.publish import PublishResult
 
 __all__ = ["Tasks"]
 
@@ -22,8 +24,12 @@ class Tasks(Names[TaskRevision]):
 
     def create(self, name: str, task: DiscoveredTask, **options: Any) -> PublishResult:
         """Publish ``task`` under a new ``name``; StoreError if it exists (see publish)."""
+        from casstore.store.publish import publish  # here: for start-up time (``ls``)
+
         return publish(self._store, task, name, create=True, **options)
 
     def replace(self, name: str, task: DiscoveredTask, **options: Any) -> PublishResult:
         """Publish ``task`` under ``name``, creating it or adding a revision (see publish)."""
+        from casstore.store.publish import publish
+
         return publish(self._store, task, name, create=False, **options)

@@ -18,7 +18,6 @@ import shlex
 import shutil
 from pathlib import Path, PurePosixPath
 
-from casstore.archive.layout import parse_task_config
 from casstore.errors import TaskFormatError, UsageError
 
 __all__ = [
@@ -131,6 +130,8 @@ def check_task(task: Path) -> None:
     ``TaskFormatError`` for a missing or invalid ``task.toml``; ``UsageError`` for a Windows
     task (Harbor runs ``test.bat`` there, not the POSIX shim).
     """
+    from casstore.archive.layout import parse_task_config  # here: for the CLI's start-up time
+
     config_path = task / "task.toml"
     if not config_path.is_file():
         raise TaskFormatError(str(task), "not a Harbor task: no task.toml")
