@@ -6,6 +6,9 @@ import hashlib
 import json
 import os
 import stat
+import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,8 @@ import pytest
 from cli.main import run
 
 TASK_TOML = "[verifier]\ntimeout_sec = 10.0\n"
+ROOT = Path(__file__).resolve().parents[1]
+CLI = "from cli.main import main; main()"  # the CLI, as a script for run_python
 
 
 def make_task(root: Path, name: str = "task", files: dict[str, str] | None = None) -> Path:
@@ -66,3 +71,24 @@ def store_cli(
         return code, json.loads(out), err
     except ValueError:
         return code, out, err
+
+
+def python_env() -> dict[str, str]:
+    """The environment of a fresh interpreter running this repository's code."""
+    return dict(os.environ, PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore")
+
+
+def run_python(
+    script: str, *argv: str, prefix: Sequence[str] = (), timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """``python -c script argv...`` in a fresh interpreter from the repository (behind
+    ``prefix``, e.g. ``unshare -m``), its output captured as text (a crash or a signal ends
+    it, not pytest)."""
+    return subprocess.run(
+        [*prefix, sys.executable, "-c", script, *argv],
+        capture_output=True,
+        text=True,
+        env=python_env(),
+        cwd=ROOT,
+        timeout=timeout,
+    )
