@@ -11,11 +11,14 @@ verification is replaced (renamed over) by the new, verified bytes: a repair.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic import BaseModel
 
 from casstore.archive.compress import Compression
 from casstore.archive.limits import Limits
@@ -34,6 +37,7 @@ __all__ = [
     "ArchiveRef",
     "Filesets",
     "StoredArchive",
+    "Temporary",
     "in_archive",
 ]
 
@@ -71,6 +75,15 @@ class ArchiveRef:
 
     def __str__(self) -> str:
         return f"{self.workspace}/{self.fileset}#{self.relative}"
+
+
+class Temporary(BaseModel):
+    """A temporary file of the filesets: its ``path``, its size in ``bytes`` and its
+    ``age_seconds`` (since it was last written)."""
+
+    path: str
+    bytes: int
+    age_seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,14 +179,20 @@ class Filesets:
             parts = path.relative_to(self.root).parts
             yield f"{parts[0]}/{parts[1]}#{'/'.join(parts[2:])}", path
 
-    def temporaries(self, older_than: float = 0.0) -> list[Path]:
-        """Leftover temporary files (a crashed write) last modified ``older_than`` s ago."""
-        cutoff = time.time() - older_than
-        return sorted(
-            path
-            for path in self.root.glob(f"**/{TEMP_PREFIX}*")
-            if path.is_file() and path.lstat().st_mtime <= cutoff
-        )
+    def temporaries(self) -> list[Temporary]:
+        """The temporary files of the filesets (``.tmp-*``: a write in progress, or the
+        leftover of one that was killed), by path, with their sizes and ages."""
+        found = []
+        now = time.time()
+        for path in sorted(self.root.glob(f"**/{TEMP_PREFIX}*")):
+            try:
+                info = path.lstat()
+            except FileNotFoundError:  # its write ended meanwhile
+                continue
+            if stat.S_ISREG(info.st_mode):
+                age = max(0.0, now - info.st_mtime)
+                found.append(Temporary(path=str(path), bytes=info.st_size, age_seconds=age))
+        return found
 
     def remove(self, path: Path) -> None:
         """Delete an archive file and its now-empty parent directories up to the fileset."""

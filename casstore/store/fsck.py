@@ -6,7 +6,8 @@ taskset pin names a revision that does not exist); of imported jobs (:mod:`casst
 passed in as a check): ``corrupt_job``, ``corrupt_trial``, ``corrupt_reward_table`` (damaged,
 failing a CRC-32, or not one row per trial record), ``missing_evidence`` and ``corrupt_evidence`` (a
 pack not hashing to its digest, or without the trial's frame). Information: ``orphans`` (archive
-files no revision references) and ``temporaries`` (leftovers of interrupted writes).
+files no revision references) and ``temporaries`` (leftovers of interrupted writes, with
+sizes and ages).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from casstore.archive.read import verify_archive
 from casstore.errors import CheckError
 from casstore.progress import NO_PROGRESS, Progress
-from casstore.store.fileset import in_archive
+from casstore.store.fileset import Temporary, in_archive
 from casstore.store.handle import StoreHandle
 from casstore.store.index import Txn
 from casstore.store.records import NamedRecord, TaskRevision, TasksetRevision
@@ -55,7 +56,8 @@ Check = Callable[[Txn], Checked]
 class FsckReport(BaseModel):
     """``ok`` (no problem), counts (``tasks``, ``tasksets``, ``revisions``, ``archives``, then
     each check's own, e.g. ``jobs`` and ``trials``), ``problems`` = ``[{"kind", "ref", "path",
-    "message"}]``, ``orphans`` (archive references) and ``temporaries`` (paths)."""
+    "message"}]``, ``orphans`` (archive references) and ``temporaries`` (leftover temporary
+    files: ``{"path", "bytes", "age_seconds"}``, information like orphans)."""
 
     model_config = ConfigDict(extra="allow")  # the checks' counts
 
@@ -66,7 +68,7 @@ class FsckReport(BaseModel):
     archives: int
     problems: list[dict[str, str | None]]
     orphans: list[str]
-    temporaries: list[str]
+    temporaries: list[Temporary]
 
     def count(self, name: str) -> int:
         """A check's count (``"jobs"``, ``"trials"``), 0 when no check counted it."""
@@ -135,7 +137,7 @@ def fsck(
         archives=len(on_disk),
         problems=problems,
         orphans=sorted(set(on_disk) - referenced),
-        temporaries=[str(path) for path in filesets.temporaries()],
+        temporaries=filesets.temporaries(),
         **counts,
     )
 

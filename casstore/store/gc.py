@@ -1,16 +1,20 @@
 """gc: remove the archive files no revision references, and leftover temporaries.
 
 An unreferenced archive younger than the minimum age is spared: it may be a concurrent
-publication's, stored and not yet registered.
+publication's, stored and not yet registered; so is a temporary file (``.tmp-*``) younger
+than it, which may be a publication's write in progress. An older temporary is the leftover
+of a publication that was killed.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from pydantic import BaseModel
 
 from casstore.errors import UsageError
+from casstore.store.fileset import Temporary
 from casstore.store.handle import StoreHandle
 from casstore.store.index import Txn
 from casstore.store.records import TaskRevision
@@ -20,14 +24,16 @@ __all__ = ["GcReport", "gc"]
 
 class GcReport(BaseModel):
     """``removed`` archive references (or those that would be, with ``dry_run``), removed
-    ``temporaries``, ``freed_bytes``, and ``kept_young``: unreferenced archives spared because
-    they are younger than the minimum age."""
+    ``temporaries`` (leftovers of killed writes: path, bytes, age), ``freed_bytes`` (both
+    counted), and what was spared because younger than the minimum age: ``kept_young``
+    (unreferenced archives) and ``kept_young_temporaries`` (writes that may be running)."""
 
     dry_run: bool
     removed: list[str]
-    temporaries: list[str]
+    temporaries: list[Temporary]
     freed_bytes: int
     kept_young: list[str] = []
+    kept_young_temporaries: list[Temporary] = []
 
 
 def gc(store: StoreHandle, dry_run: bool = False, min_age: float = 60.0) -> GcReport:
@@ -56,17 +62,22 @@ def gc(store: StoreHandle, dry_run: bool = False, min_age: float = 60.0) -> GcRe
             freed += info.st_size
             if not dry_run:
                 filesets.remove(path)
-        temporaries = filesets.temporaries(older_than=min_age)
-        for path in temporaries:
-            freed += path.lstat().st_size
+        temporaries, young_temporaries = [], []
+        for temporary in filesets.temporaries():
+            if temporary.age_seconds < min_age:
+                young_temporaries.append(temporary)
+                continue
+            temporaries.append(temporary)
+            freed += temporary.bytes
             if not dry_run:
-                path.unlink(missing_ok=True)
+                Path(temporary.path).unlink(missing_ok=True)
         return GcReport(
             dry_run=dry_run,
             removed=removed,
-            temporaries=[str(p) for p in temporaries],
+            temporaries=temporaries,
             freed_bytes=freed,
             kept_young=young,
+            kept_young_temporaries=young_temporaries,
         )
 
     return store.index.write(body, lock_only=True)  # it writes files, never the index
