@@ -1,5 +1,13 @@
-"""Opening a store's LMDB environment safely: a damaged ``data.mdb`` is
-:class:`~casstore.errors.CorruptStoreError`, never a crash.
+"""Opening a store's LMDB environment safely: read-only unless writing, a damaged
+``data.mdb`` :class:`~casstore.errors.CorruptStoreError`, never a crash.
+
+An environment is opened read-only (:func:`open_environment` with ``readonly``) until the
+first write needs it read-write: a reading command then works on a store it cannot write (a
+read-only mount, a colleague's directory) and never waits for a running writer. Where the lock
+file can be used (always, unless it is not writable by this user) readers register in it as
+LMDB readers do, so a writer never reuses the pages they read; LMDB uses no lock on a
+read-only file system, where no writer can run. :func:`check_writable` says why a store
+cannot be written (:func:`casstore.store.faults.read_only`) before any write is tried.
 
 LMDB would silently start a new index in an empty ``data.mdb``, refuses a file that is not
 one of its own, and ends the process with SIGBUS when it reads a page past the end of a
@@ -9,44 +17,94 @@ against LMDB's meta pages (:func:`check_data_file`) before any other page is rea
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 import lmdb
 
 from casstore.errors import CorruptStoreError, StoreError
+from casstore.store.faults import os_write_failure, read_only, write_failure
 
-__all__ = ["check_data_file", "open_environment"]
+__all__ = ["check_data_file", "check_writable", "open_environment"]
+
+_READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
-def open_environment(path: Path, map_size: int, max_dbs: int, create: bool) -> lmdb.Environment:
+def open_environment(
+    path: Path, map_size: int, max_dbs: int, *, create: bool, readonly: bool
+) -> lmdb.Environment:
     """The LMDB environment of the index directory ``path`` (``map_size`` bytes of map,
     ``max_dbs`` named databases; created when missing if ``create``), its ``data.mdb`` checked
-    by :func:`check_data_file`. An existing empty ``data.mdb`` or one LMDB refuses as not an
-    LMDB file is :class:`CorruptStoreError`; any other failure to open :class:`StoreError`."""
+    by :func:`check_data_file`; ``readonly``: opened for reading only, with LMDB's lock file
+    when this user can write it, else without. An existing empty ``data.mdb`` or one LMDB
+    refuses as not an LMDB file is :class:`CorruptStoreError`; a store that cannot be written
+    (``readonly`` False) or is full, a StoreError saying so; any other failure to open
+    :class:`StoreError`."""
     data = path / "data.mdb"
     if _size(data) == 0:
         raise CorruptStoreError(str(data), "data.mdb is 0 bytes, the index needs 2 pages")
-    try:
-        env = lmdb.open(
-            str(path),
-            map_size=map_size,
-            max_dbs=max_dbs,
-            lock=True,
-            subdir=True,
-            readahead=False,
-            create=create,
-        )
-    except lmdb.InvalidError as error:
-        rule = f"data.mdb ({_size(data)} bytes) is not an LMDB file"
-        raise CorruptStoreError(str(data), rule) from error
-    except lmdb.Error as error:
-        raise StoreError(str(path), f"cannot open the index: {error}") from error
+    if not readonly and data.exists():
+        check_writable(path)
+    env = _open(path, map_size, max_dbs, create and not readonly, readonly)
     try:
         check_data_file(env, data)
     except CorruptStoreError:
         env.close()
         raise
     return env
+
+
+def _open(
+    path: Path, map_size: int, max_dbs: int, create: bool, readonly: bool
+) -> lmdb.Environment:
+    """``lmdb.open`` of ``path``; read-only: retried without the lock file when this user
+    cannot write it (LMDB itself skips it on a read-only file system)."""
+
+    def opened(readonly: bool, lock: bool, create: bool) -> lmdb.Environment:
+        return lmdb.open(
+            str(path),
+            map_size=map_size,
+            max_dbs=max_dbs,
+            subdir=True,
+            readahead=False,
+            readonly=readonly,
+            lock=lock,
+            create=create,
+        )
+
+    try:
+        try:
+            return opened(readonly, lock=True, create=create)
+        except lmdb.ReadonlyError:  # EACCES: the lock file is not ours to write
+            if not readonly:
+                raise
+            return opened(readonly=True, lock=False, create=False)
+    except lmdb.InvalidError as error:
+        data = path / "data.mdb"
+        rule = f"data.mdb ({_size(data)} bytes) is not an LMDB file"
+        raise CorruptStoreError(str(data), rule) from error
+    except (lmdb.ReadonlyError, lmdb.DiskError) as error:
+        raise write_failure(path.parent, error, path) from error
+    except lmdb.Error as error:
+        raise StoreError(str(path), f"cannot open the index: {error}") from error
+
+
+def check_writable(path: Path) -> None:
+    """StoreError ``<store>: the store is read-only (...)`` when the index directory
+    ``path`` or its files cannot be opened for writing by this process (a read-only file
+    system, or permissions): probed by opening them, nothing written."""
+    for probe in (path / "data.mdb", path / "lock.mdb"):
+        try:
+            os.close(os.open(probe, os.O_RDWR))
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            if error.errno in _READ_ONLY:
+                raise read_only(path.parent, error) from error
+            raise os_write_failure(path.parent, error) from error
+    if not os.access(path, os.W_OK):
+        raise read_only(path.parent, OSError(errno.EACCES, os.strerror(errno.EACCES), str(path)))
 
 
 def _size(path: Path) -> int | None:

@@ -10,6 +10,8 @@ verification is replaced (renamed over) by the new, verified bytes: a repair.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import stat
 import tempfile
@@ -28,6 +30,7 @@ from casstore.archive.scan import SourceTree
 from casstore.digest import Digest
 from casstore.errors import CheckError, SourceChangedError, StoreError, UsageError
 from casstore.names import check_name, check_prefix
+from casstore.store.faults import os_write_failure
 from casstore.store.records import TaskRevision
 
 __all__ = [
@@ -139,33 +142,52 @@ class Filesets:
 
         A file already at the address is re-verified and kept when intact; when it fails
         verification it is replaced (atomically, by rename) with the new bytes, which were
-        verified first: the address guarantees they are the right ones (a repair)."""
+        verified first: the address guarantees they are the right ones (a repair).
+
+        A full disk or a store that cannot be written is StoreError naming the store
+        (:func:`casstore.store.faults.os_write_failure`); the temporary file is removed."""
         prefix = check_prefix(prefix)
-        task_dir = self.root / workspace / fileset / prefix / tree.top
-        task_dir.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=task_dir)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                result = write_archive(tree, handle, compression, limits)
-                handle.flush()
-                os.fsync(handle.fileno())
-            if expect_content is not None and str(result.content_digest) != expect_content:
-                raise SourceChangedError(
-                    str(tree.root), f"content changed since discovery ({expect_content})"
+        with self._writing():
+            task_dir = self.root / workspace / fileset / prefix / tree.top
+            task_dir.mkdir(parents=True, exist_ok=True)
+            fd, temporary = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=task_dir)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    result = write_archive(tree, handle, compression, limits)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                if expect_content is not None and str(result.content_digest) != expect_content:
+                    raise SourceChangedError(
+                        str(tree.root), f"content changed since discovery ({expect_content})"
+                    )
+                os.chmod(temporary, 0o444)
+                relative = "/".join(
+                    p for p in (prefix, tree.top, result.address.hex, ARCHIVE_NAME) if p
                 )
-            os.chmod(temporary, 0o444)
-            relative = "/".join(
-                p for p in (prefix, tree.top, result.address.hex, ARCHIVE_NAME) if p
-            )
-            ref = ArchiveRef(workspace, fileset, relative)
-            final = self.path_of(ref)
-            final.parent.mkdir(exist_ok=True)
-            written, repaired = _place(Path(temporary), final, result, limits)
-            _fsync_dir(final.parent)
-        finally:
-            Path(temporary).unlink(missing_ok=True)
-        verified = _read_back(final, result, limits)
-        return result, StoredArchive(ref, final, verified, written, repaired)
+                ref = ArchiveRef(workspace, fileset, relative)
+                final = self.path_of(ref)
+                final.parent.mkdir(exist_ok=True)
+                written, repaired = _place(Path(temporary), final, result, limits)
+                _fsync_dir(final.parent)
+            finally:
+                Path(temporary).unlink(missing_ok=True)
+            verified = _read_back(final, result, limits)
+            return result, StoredArchive(ref, final, verified, written, repaired)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Run a write of the store: an OSError writing it (a full disk, a read-only file
+        system, a permission refused on a file of the store; not reading the source) becomes
+        :func:`casstore.store.faults.os_write_failure`."""
+        try:
+            yield
+        except OSError as error:
+            where = error.filename
+            inside = where is None or Path(os.fsdecode(where)).is_relative_to(self.root)
+            refused = error.errno in (errno.EACCES, errno.EPERM) and inside
+            if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS) or refused:
+                raise os_write_failure(self.root.parent, error) from error
+            raise
 
     def intact(self, revision: TaskRevision, limits: Limits) -> bool:
         """True when ``revision``'s archive file exists and passes verification (address,

@@ -39,8 +39,9 @@ class GcReport(BaseModel):
 def gc(store: StoreHandle, dry_run: bool = False, min_age: float = 60.0) -> GcReport:
     """Remove the archive files of ``store`` no revision references, and temporaries, older
     than ``min_age`` seconds (a concurrent publication's not yet registered archive is
-    younger). Runs while holding the index's write lock, so no registration interleaves;
-    ``dry_run`` only lists. UsageError unless ``min_age >= 0``."""
+    younger). Runs while holding the index's write lock, so no registration interleaves
+    (StoreError on a store that cannot be written); ``dry_run`` only lists, in a read
+    transaction. UsageError unless ``min_age >= 0``."""
     filesets = store.filesets
     if not min_age >= 0:
         raise UsageError(str(min_age), "the minimum age must be a number of seconds >= 0")
@@ -80,4 +81,6 @@ def gc(store: StoreHandle, dry_run: bool = False, min_age: float = 60.0) -> GcRe
             kept_young_temporaries=young_temporaries,
         )
 
+    if dry_run:  # removes nothing: no lock needed, and a read-only store can be listed
+        return store.index.read(body)
     return store.index.write(body, lock_only=True)  # it writes files, never the index

@@ -134,6 +134,7 @@ def publish(
             if store.filesets.intact(existing, limits):
                 return _result(workspace, name, existing, reused=True)
             target = _repair(existing)
+    store.index.open_for_writing()  # a read-only store refused before any file is written
     revision, stored = _store(store.filesets, task, target, limits)
     prepared = PreparedTask(
         workspace=workspace,
