@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import errno
 import os
+import struct
 from pathlib import Path
 
 import lmdb
+from lmdb import verify as lmdb_verify
 
 from casstore.errors import CorruptStoreError, StoreError
 from casstore.store.faults import os_write_failure, read_only, write_failure
 
-__all__ = ["check_data_file", "check_writable", "open_environment"]
+__all__ = ["check_data_file", "check_writable", "open_environment", "page_damage"]
 
 _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
@@ -87,7 +89,22 @@ def _open(
     except (lmdb.ReadonlyError, lmdb.DiskError) as error:
         raise write_failure(path.parent, error, path) from error
     except lmdb.Error as error:
+        findings = page_damage(path)  # a damaged meta page can fail any way (ENOMEM, ...)
+        if findings:
+            raise CorruptStoreError(str(path / "data.mdb"), findings[0]) from error
         raise StoreError(str(path), f"cannot open the index: {error}") from error
+
+
+def page_damage(path: Path) -> list[str]:
+    """What py-lmdb's offline verifier (:func:`lmdb.verify.verify`) finds wrong with the
+    pages of the index directory ``path``'s ``data.mdb``, read as bytes without LMDB (one
+    finding per line; none when the file is sound)."""
+    try:
+        return lmdb_verify.verify(str(path), subdir=True)
+    except lmdb_verify.VerifyError as error:  # the meta pages themselves are damaged
+        return [str(error)]
+    except OSError as error:
+        return [f"data.mdb cannot be read: {error.strerror or error}"]
 
 
 def check_writable(path: Path) -> None:
@@ -117,11 +134,12 @@ def _size(path: Path) -> int | None:
 
 def check_data_file(env: lmdb.Environment, data: Path) -> None:
     """Raise :class:`CorruptStoreError` (naming ``data``) when the file is shorter than the
-    pages LMDB's meta pages account for: two meta pages, and pages ``0..last_pgno`` of the
-    latest commit. Reads only the meta pages (LMDB read both when opening, so they are in
-    the file); run before any other page is touched, which past the end of the file would
-    end the process with SIGBUS. A new index passes: LMDB writes its two meta pages when it
-    creates the file."""
+    pages LMDB's meta pages account for (two meta pages, and pages ``0..last_pgno`` of the
+    latest commit), or when the meta pages' transaction ids are not those of successive
+    commits (:func:`_check_meta_pages`). Reads only the meta pages (LMDB read both when
+    opening, so they are in the file); run before any other page is touched, which past the
+    end of the file would end the process with SIGBUS. A new index passes: LMDB writes its
+    two meta pages when it creates the file."""
     page = env.stat()["psize"]
     pages = max(2, env.info()["last_pgno"] + 1)  # before the size: commits only grow the file
     size = _size(data) or 0
@@ -129,3 +147,25 @@ def check_data_file(env: lmdb.Environment, data: Path) -> None:
         need = pages * page
         rule = f"data.mdb is {size} bytes, the index needs {need} ({pages} pages of {page})"
         raise CorruptStoreError(str(data), rule)
+    _check_meta_pages(data, page)
+
+
+_META_MAGIC = 0xBEEFC0DE
+_META = struct.Struct("<16xI124xQ")  # LMDB 0.9 on 64 bits: page header, mm_magic ... mm_txnid
+
+
+def _check_meta_pages(data: Path, page: int) -> None:
+    """CorruptStoreError unless the transaction ids of the two meta pages are those LMDB
+    writes: a commit of transaction ``n`` writes meta page ``n % 2``, so page 0 holds an even
+    id, page 1 an odd one (or 0 before the first commit), one apart. LMDB opens the meta
+    page of the larger id: a damaged id would silently open an older state of the index (the
+    last commit lost). Files of another layout (not LMDB 0.9's) are left to LMDB."""
+    with data.open("rb") as handle:
+        metas = [_META.unpack(os.pread(handle.fileno(), _META.size, n * page)) for n in (0, 1)]
+    if any(magic != _META_MAGIC for magic, _ in metas):
+        return
+    (_, first), (_, second) = metas
+    if first % 2 == 0 and (second % 2 == 1 or second == 0) and abs(first - second) <= 1:
+        return
+    rule = f"the meta pages hold transactions {first} and {second}, not two successive ones"
+    raise CorruptStoreError(str(data), rule)

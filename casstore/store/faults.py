@@ -1,7 +1,9 @@
-"""How the failures of LMDB and of the file system under a store's writes become casstore
-errors.
+"""How the failures of LMDB and of the file system under a store become casstore errors.
 
-A full disk (``ENOSPC``, or the ``EIO`` LMDB reports for a short write, when the file system has no
+Reading: LMDB reports a damaged page (``MDB_CORRUPTED``, ``MDB_PAGE_NOTFOUND``, a
+transaction it ended, ...) as an ``lmdb.Error``; :func:`damaged` makes it
+:class:`~casstore.errors.CorruptStoreError` naming the database (and key). Writing: a full
+disk (``ENOSPC``, or the ``EIO`` LMDB reports for a short write, when the file system has no
 room left), a store that cannot be written, or another failure of the disk, is a
 :class:`~casstore.errors.StoreError` naming the store directory on one line
 (:func:`write_failure`, :func:`os_write_failure`, :func:`read_only`); the transaction that
@@ -16,12 +18,14 @@ from pathlib import Path
 
 import lmdb
 
-from casstore.errors import StoreError
+from casstore.errors import CorruptStoreError, StoreError
 
 __all__ = [
     "DISK_FULL",
     "READ_ONLY",
+    "damaged",
     "disk_full",
+    "is_damage",
     "is_retried",
     "os_write_failure",
     "read_only",
@@ -31,6 +35,7 @@ __all__ = [
 READ_ONLY = "the store is read-only"
 DISK_FULL = "the disk is full"
 _FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+_DAMAGE = (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.IncompatibleError, lmdb.InvalidError)
 _NEARLY_FULL = 1 << 20  # bytes left under which a short write (EIO) means a full disk
 
 
@@ -38,6 +43,22 @@ def is_retried(error: lmdb.Error) -> bool:
     """Whether ``error`` is one :class:`~casstore.store.index.Index` retries after growing
     or adopting the map (not a failure)."""
     return isinstance(error, lmdb.MapFullError | lmdb.MapResizedError)
+
+
+def is_damage(error: lmdb.Error) -> bool:
+    """Whether ``error`` says a page LMDB read is damaged (not that a write failed)."""
+    return isinstance(error, _DAMAGE)
+
+
+def damaged(db: str, key: str | bytes | None, error: lmdb.Error) -> CorruptStoreError:
+    """The error for a read of ``db`` (at ``key``) that LMDB could not complete: a damaged
+    index page (fsck reports every one)."""
+    where = db
+    if key is not None:
+        name = key.decode(errors="backslashreplace") if isinstance(key, bytes) else key
+        where = f"{db}/{name}"
+    text = " ".join(str(error).split()) or type(error).__name__
+    return CorruptStoreError(where, f"the index is damaged here ({text}); run casstore fsck")
 
 
 def read_only(root: Path, error: OSError) -> StoreError:

@@ -17,7 +17,7 @@ from casstore.errors import UsageError
 from casstore.store.fileset import Temporary
 from casstore.store.handle import StoreHandle
 from casstore.store.index import Txn
-from casstore.store.records import TaskRevision
+from casstore.store.lookup import stored_revision
 
 __all__ = ["GcReport", "gc"]
 
@@ -49,7 +49,8 @@ def gc(store: StoreHandle, dry_run: bool = False, min_age: float = 60.0) -> GcRe
 
     def body(txn: Txn) -> GcReport:
         referenced = {
-            TaskRevision.model_validate(raw).archive_ref for _, raw in txn.items("revisions")
+            stored_revision("revisions", key, raw).archive_ref
+            for key, raw in txn.items("revisions")
         }
         removed, young, freed = [], [], 0
         for ref, path in filesets.archives():

@@ -23,9 +23,12 @@ aborts it itself; :meth:`Index.reserve` grows the map ahead of a big write. A wr
 (a full disk) is dropped whole and is StoreError naming the store
 (:mod:`casstore.store.faults`).
 
-A damaged stored value is :class:`~casstore.errors.CorruptStoreError`, never a crash: every
-stored value is decoded through :func:`casstore.store.values.decode` (naming ``db/key``), and
-opening checks ``data.mdb`` against LMDB's meta pages before any other page is read
+A damaged index is :class:`~casstore.errors.CorruptStoreError`, never a crash nor a wrong
+answer where it can be told: every stored value is decoded through
+:func:`casstore.store.values.decode` (naming ``db/key``), every LMDB error of a read names the
+database (:class:`~casstore.store.txn.Txn`), a walk of a whole database checks its order and
+count, an index of this schema must hold every database and a schema marker, and opening
+checks ``data.mdb`` against LMDB's meta pages before any other page is read
 (:func:`casstore.store.environment.check_data_file`): a file truncated below the pages LMDB has
 written would otherwise end the process with SIGBUS.
 """
@@ -39,9 +42,9 @@ from typing import Any, NoReturn, TypeVar, cast
 
 import lmdb
 
-from casstore.errors import StoreError
-from casstore.store.environment import check_writable, open_environment
-from casstore.store.faults import os_write_failure, write_failure
+from casstore.errors import CorruptStoreError, StoreError
+from casstore.store.environment import check_writable, open_environment, page_damage
+from casstore.store.faults import damaged, is_damage, is_retried, os_write_failure, write_failure
 from casstore.store.txn import Txn, WriteTxn
 
 __all__ = [
@@ -90,7 +93,8 @@ class Index:
     Raises :class:`StoreError` when the environment cannot be opened (``create=False``: also
     when it does not exist) or its schema version is neither :data:`SCHEMA_VERSION` nor one
     of :data:`UPGRADED_SCHEMAS`; :class:`CorruptStoreError` when ``data.mdb`` is damaged (see
-    :func:`casstore.store.environment.open_environment`). Opening writes nothing.
+    :func:`casstore.store.environment.open_environment`), holds data but no schema version, or
+    lacks a database its schema has. Opening writes nothing.
     """
 
     def __init__(self, path: Path, map_size: int = DEFAULT_MAP_SIZE, create: bool = True) -> None:
@@ -107,12 +111,19 @@ class Index:
         try:
             self.dbs = self._open_dbs()
             version = self.read(lambda txn: txn.get("meta", "schema"))
+            if version is None and self._holds_data():
+                raise CorruptStoreError(f"{path}/data.mdb", "the index holds data but no schema")
             if version is None and create:  # a new index: marked as it is created
                 self.write(self._check_schema)
             elif version in UPGRADED_SCHEMAS:
                 self._older = True
             elif version is not None and version != SCHEMA_VERSION:
                 raise _schema_refused(version)
+            elif version == SCHEMA_VERSION:
+                self._check_databases()
+        except CorruptStoreError as error:
+            self.env.close()
+            raise _opening_damage(path, error) from error
         except BaseException:
             self.env.close()
             raise
@@ -140,9 +151,9 @@ class Index:
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)
             except lmdb.Error as error:
-                if not self.writable:
-                    raise
-                raise write_failure(self._path.parent, error, self._path) from error
+                if self.writable and (is_retried(error) or not is_damage(error)):
+                    raise write_failure(self._path.parent, error, self._path) from error
+                raise damaged("the index's list of databases", None, error) from error
 
     def _open_db(self, name: str) -> Any:
         """The handle of database ``name`` (None: read-only and missing)."""
@@ -152,6 +163,18 @@ class Index:
             return self.env.open_db(name.encode(), create=False)
         except lmdb.NotFoundError:
             return None
+
+    def _holds_data(self) -> bool:
+        """Whether any database of the index holds an entry."""
+        return self.read(lambda txn: any(txn.count(db) for db in DATABASES))
+
+    def _check_databases(self) -> None:
+        """CorruptStoreError when an index of :data:`SCHEMA_VERSION` lacks a database (every
+        one is created before an index is marked so: the list of databases is damaged)."""
+        missing = [name for name, handle in self.dbs.items() if handle is None]
+        if missing:
+            rule = f"the index lacks the database {missing[0]} (its list of databases is damaged)"
+            raise CorruptStoreError(f"{self._path}/data.mdb", rule)
 
     def open_for_writing(self) -> None:
         """Reopen the index read-write (done by its first write; publication calls it before
@@ -216,7 +239,8 @@ class Index:
     def read(self, body: Callable[[Txn], T], buffers: bool = False) -> T:
         """Run ``body(txn)`` in one read-only transaction (a consistent snapshot); with
         ``buffers``, :meth:`Txn.raw_get` gives views into the map instead of copies (for big
-        values; never to be kept beyond ``body``)."""
+        values; never to be kept beyond ``body``). An LMDB error ``body`` meets is
+        :class:`CorruptStoreError` (a damaged page; :class:`Txn` names the database)."""
         while True:
             try:
                 begun = (
@@ -228,6 +252,8 @@ class Index:
                     return body(Txn(txn, self.dbs, self._path))
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)
+            except lmdb.Error as error:
+                raise damaged(f"{self._path}/data.mdb", None, error) from error
 
     def begin_write(self) -> WriteTxn:
         """A write transaction left open while the caller does other work (an import writes
@@ -312,6 +338,17 @@ class _Closed:
 
     def __getattr__(self, name: str) -> NoReturn:
         raise StoreError(str(self._path), "the store is closed")
+
+
+def _opening_damage(path: Path, error: CorruptStoreError) -> CorruptStoreError:
+    """The error for damage met while opening the index directory ``path`` (its list of
+    databases, its schema): what the offline verifier finds in its pages, which fsck (that
+    cannot open it either) would report, else ``error`` itself."""
+    findings = page_damage(path)
+    if not findings:
+        return error
+    more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+    return CorruptStoreError(f"{path}/data.mdb", f"the index is damaged: {findings[0]}{more}")
 
 
 def _schema_refused(version: object) -> StoreError:

@@ -1,7 +1,11 @@
 """Transactions of the store's index (:class:`~casstore.store.index.Index`): reads and writes
-by database name, and what a failed write becomes.
+by database name, and what a damaged page or a failed write becomes.
 
-A write that fails (a full disk, ...) is :class:`~casstore.errors.StoreError` naming the store
+A read LMDB cannot complete (a damaged page) is :class:`~casstore.errors.CorruptStoreError`
+naming the database and key (:func:`casstore.store.faults.damaged`); a walk of a whole
+database checks that its keys come in order and are as many as LMDB counts, since a damaged
+branch page can make LMDB skip or repeat entries without an error of its own. A write that
+fails (a full disk, ...) is :class:`~casstore.errors.StoreError` naming the store
 (:func:`casstore.store.faults.write_failure`), but for ``MapFullError`` and
 ``MapResizedError``, which :class:`~casstore.store.index.Index` handles.
 """
@@ -12,12 +16,12 @@ import contextlib
 import operator
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, cast
 
 import lmdb
 
-from casstore.store.faults import is_retried, write_failure
-from casstore.store.values import decode, decode_value, encode_value
+from casstore.store.faults import damaged, is_damage, is_retried, write_failure
+from casstore.store.values import corrupt, decode, decode_value, encode_value
 
 __all__ = ["Txn", "WriteTxn"]
 
@@ -113,22 +117,42 @@ class Txn:
             yield decode(db, key, _entry, key, raw)
 
     def raw_items(self, db: str, prefix: str = "") -> Iterator[tuple[bytes, bytes]]:
-        """:meth:`items` undecoded: ``(key, value)`` bytes."""
+        """:meth:`items` undecoded: ``(key, value)`` bytes, checked as :meth:`_walk` checks."""
+        for key, raw in self._walk(db, prefix, values=True):
+            yield key, cast(bytes, raw)
+
+    def walk(self, db: str) -> int:
+        """Walk every key of ``db`` (no value copied), checked as :meth:`_walk` checks: the
+        number of entries, or CorruptStoreError."""
+        return sum(1 for _ in self._walk(db, "", values=False))
+
+    def _walk(self, db: str, prefix: str, values: bool) -> Iterator[tuple[bytes, bytes | None]]:
+        """``(key, value or None)`` of ``db`` from ``prefix`` on, while keys start with it.
+        Keys must come in increasing order and, walked to the end without a ``prefix``, be
+        as many as LMDB counts in ``db`` (CorruptStoreError otherwise: a damaged page can
+        make LMDB's walk skip or repeat entries without an error of its own)."""
         if self._dbs[db] is None:
             return
-        start = prefix.encode()
+        start, last, seen = prefix.encode(), b"", 0
         try:
             cursor = self._txn.cursor(db=self._dbs[db])
-            if not cursor.set_range(start):
-                return
-            if not _copies(cursor):
-                raise TypeError("raw_items needs a transaction begun without buffers")
-            for key, raw in cursor:
+            found = cursor.set_range(start)
+            if found and not _copies(cursor):
+                raise TypeError("a walk needs a transaction begun without buffers")
+            entries: Iterator[tuple[Any, Any]] = iter(())
+            if found:
+                entries = cursor.iternext() if values else _keys_only(cursor)
+            for key, raw in entries:
                 if not key.startswith(start):
                     return
+                if seen and key <= last:
+                    raise corrupt(db, key, f"keys out of order after {last!r}")
                 yield key, raw
+                last, seen = key, seen + 1
         except lmdb.Error as error:
-            raise self._failed(db, None, error) from error
+            raise self._failed(db, last or None, error) from error
+        if not prefix and seen != (counted := self.count(db)):
+            raise corrupt(db, last, f"the walk gave {seen} entries, LMDB counts {counted}")
 
     def count(self, db: str) -> int:
         """Number of entries in ``db``."""
@@ -140,17 +164,25 @@ class Txn:
             raise self._failed(db, None, error) from error
 
     def _failed(self, db: str, key: str | bytes | None, error: lmdb.Error) -> Exception:
-        """The error to raise for an LMDB ``error`` in ``db`` (at ``key``): a write's failure
-        in a write transaction, else ``error`` itself (and when :class:`Index` retries it)."""
-        if isinstance(self, WriteTxn) and not is_retried(error):
+        """The error to raise for an LMDB ``error`` in ``db``: ``error`` itself when
+        :class:`Index` retries it, a write's failure in a write transaction, else damage."""
+        if is_retried(error):
+            return error
+        if isinstance(self, WriteTxn) and not is_damage(error):
             return write_failure(self._path.parent, error, self._path)
-        return error
+        return damaged(db, key, error)
 
 
 def _copies(cursor: lmdb.Cursor) -> TypeGuard[lmdb.Cursor[bytes]]:
     """Whether the positioned ``cursor`` gives copies (bytes), not views into the map (a
     transaction begun with ``buffers``): checked on its current key."""
     return isinstance(cursor.key(), bytes)
+
+
+def _keys_only(cursor: lmdb.Cursor) -> Iterator[tuple[Any, None]]:
+    """``(key, None)`` from the cursor's position on: no value copied."""
+    for key in cursor.iternext(keys=True, values=False):
+        yield key, None
 
 
 def _key(key: str | bytes) -> bytes:
