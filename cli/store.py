@@ -25,6 +25,7 @@ from cli.output import emit_json, out_console, print_lines, progress_bar
 
 if TYPE_CHECKING:
     from casstore.store import Store, TaskRevision, TasksetRevision
+    from casstore.store.fileset import Temporary
 
 __all__ = ["register"]
 
@@ -254,6 +255,8 @@ def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
             out_console.print(f"{problem['kind']}: {problem['ref']}: {problem['message']}")
         for orphan in report.orphans:
             out_console.print(f"orphan (info): {orphan}")
+        for temporary in report.temporaries:
+            out_console.print(f"temporary (info): {_temporary(temporary)}")
         status = "ok" if report.ok else _count(len(report.problems), "problem")
         counts = f"{_count(report.revisions, 'revision')}, {_count(report.archives, 'archive')}"
         if jobs := report.count("jobs"):
@@ -271,8 +274,8 @@ def gc(
     ] = 60.0,
     json: JsonOption = False,
 ) -> None:
-    """Remove archive files no revision references (and stale temporaries), and imported
-    jobs' data no job record references."""
+    """Remove archive files no revision references, temporary files left by killed writes,
+    older than --min-age, and imported jobs' data no job record references."""
     from casstore import api
 
     with _store(ctx) as store:
@@ -283,15 +286,40 @@ def gc(
     verb = "would remove" if dry_run else "removed"
     for ref in report.removed:
         out_console.print(f"{verb} {ref}")
+    for temporary in report.temporaries:
+        out_console.print(f"{verb} temporary {_temporary(temporary)}")
     for ref in report.job_data:
         out_console.print(f"{verb} {ref}")
     if report.job_data:
         out_console.print(f"{verb} {_count(len(report.job_data), 'orphaned job value')}")
     removed = _count(len(report.removed), "archive")
+    if report.temporaries:
+        removed += f", {_count(len(report.temporaries), 'temporary file')}"
     out_console.print(f"{verb} {removed}, {_count(report.freed_bytes, 'byte')}")
-    if report.kept_young:
-        young = _count(len(report.kept_young), "unreferenced archive")
-        out_console.print(f"kept {young} younger than {min_age:g} s (--min-age 0 to include)")
+    young = [
+        _count(len(report.kept_young), "unreferenced archive") if report.kept_young else "",
+        _count(len(report.kept_young_temporaries), "temporary file")
+        if report.kept_young_temporaries
+        else "",
+    ]
+    if any(young):
+        kept = " and ".join(part for part in young if part)
+        out_console.print(f"kept {kept} younger than {min_age:g} s (--min-age 0 to include)")
+
+
+def _temporary(temporary: Temporary) -> str:
+    """``<path> (<bytes> bytes, <age> old)`` of a leftover temporary file."""
+    size = _count(temporary.bytes, "byte")
+    return f"{temporary.path} ({size}, {_age(temporary.age_seconds)} old)"
+
+
+def _age(seconds: float) -> str:
+    """An age in the largest unit that keeps it at least 1: ``42 s``, ``3 min``, ``5 h``,
+    ``2 d``."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 def register(app: typer.Typer) -> None:

@@ -8,6 +8,7 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ import pytest
 from cli.main import run
 
 TASK_TOML = "[verifier]\ntimeout_sec = 10.0\n"
+ROOT = Path(__file__).resolve().parents[1]
+CLI = "from cli.main import main; main()"  # the CLI, as a script for run_python
 
 
 def make_task(root: Path, name: str = "task", files: dict[str, str] | None = None) -> Path:
@@ -70,7 +73,6 @@ def store_cli(
         return code, out, err
 
 
-ROOT = Path(__file__).resolve().parents[1]
 _RUN_AND_LIST = """
 import json, sys
 from cli.main import run
@@ -105,3 +107,24 @@ def run_fresh(
         text=True,
     )
     return done.returncode, done.stdout, done.stderr, set(json.loads(modules.read_text()))
+
+
+def python_env() -> dict[str, str]:
+    """The environment of a fresh interpreter running this repository's code."""
+    return dict(os.environ, PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore")
+
+
+def run_python(
+    script: str, *argv: str, prefix: Sequence[str] = (), timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """``python -c script argv...`` in a fresh interpreter from the repository (behind
+    ``prefix``, e.g. ``unshare -m``), its output captured as text (a crash or a signal ends
+    it, not pytest)."""
+    return subprocess.run(
+        [*prefix, sys.executable, "-c", script, *argv],
+        capture_output=True,
+        text=True,
+        env=python_env(),
+        cwd=ROOT,
+        timeout=timeout,
+    )

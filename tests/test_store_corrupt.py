@@ -8,7 +8,6 @@ import io
 import os
 import struct
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from casstore.store import Store
 from casstore.store.index import Index
 from casstore.store.values import decode, decode_value
 from casstore.trials import Jobs
-from tests.helpers import store_cli
+from tests.helpers import CLI, run_python, store_cli
 from tests.trials_builder import make_job, trial_json, trial_result
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -268,16 +267,7 @@ def _refuse() -> None:
 
 def _cli(store_dir: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     """The CLI in a subprocess: a SIGBUS ends it, not pytest (returncode -7)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore")
-    command = [sys.executable, "-c", "from cli.main import main; main()", "--store"]
-    return subprocess.run(
-        [*command, str(store_dir), *argv],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=60,
-    )
+    return run_python(CLI, "--store", str(store_dir), *argv, timeout=60)
 
 
 def _assert_refused(store_dir: Path, size: int, *argv: str) -> str:

@@ -1,4 +1,5 @@
-"""Crash safety (kill -9 at random points) and two concurrent publishing processes."""
+"""Crash safety (kill -9 at random points of publications and of imports) and two concurrent
+publishing processes."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import pytest
 
 from casstore.api import fsck
 from casstore.store import Store
+from casstore.trials import Jobs
+from tests.helpers import run_python
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -95,6 +98,83 @@ def test_kill_9_at_random_points(tmp_path: Path) -> None:
         gone = store.gc(min_age=0)
         assert fsck(store).orphans == [] and fsck(store).temporaries == []
         assert len(gone.removed) == len(set(gone.removed))
+
+
+# argv: store, job dirs. Imports each job directory in turn, printing "importing <n>" before
+# the n-th (a kill lands in its parse, its streamed write or its commit).
+IMPORTER = r"""
+import sys
+from casstore.store import Store
+from casstore.trials import Jobs
+
+with Store(sys.argv[1]) as store:
+    for n, job in enumerate(sys.argv[2:]):
+        print(f"importing {n}", flush=True)
+        Jobs(store).import_jobs([job])
+"""
+
+
+def _jobs(root: Path, count: int, trials: int) -> list[Path]:
+    """``count`` generated job directories of ``trials`` trials each (distinct job ids)."""
+    from tests.trials_builder import make_job, trial_json, trial_result
+
+    jobs = []
+    for n in range(count):
+        job_id = f"{n:08d}-2222-3333-4444-555555555555"
+        results = {
+            f"t{i % 9}__{n}_{i}": trial_json(
+                trial_result(f"t{i % 9}", f"t{i % 9}__{n}_{i}", started=i, job_id=job_id)
+            )
+            for i in range(trials)
+        }
+        jobs.append(make_job(root / f"job{n}", results, job_id=job_id))
+    return jobs
+
+
+@pytest.mark.slow
+def test_kill_9_during_import(tmp_path: Path) -> None:
+    """20 imports of 4 jobs killed at random points (during a job drawn at random, up to
+    50 ms after it began: an import of one takes about 40 ms; a store is started afresh once
+    it holds every job): fsck stays clean, a job is stored whole or not at all (fsck also
+    checks that its record names exactly its stored trials), nothing committed is lost, and
+    a last import completes every job."""
+    rng = random.Random(20261201)
+    jobs = _jobs(tmp_path / "jobs", 4, 200)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore")
+    stores, stored, interrupted = 0, {}, 0
+    store_dir = tmp_path / "store0"
+    for _ in range(20):
+        worker = subprocess.Popen(
+            [sys.executable, "-c", IMPORTER, str(store_dir), *map(str, jobs)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
+        )
+        assert worker.stdout is not None
+        victim = rng.randrange(len(jobs))
+        for n in range(victim + 1):
+            assert worker.stdout.readline() == f"importing {n}\n", worker.stderr.read()
+        time.sleep(rng.uniform(0.0, 0.05))
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+        with Store(store_dir) as store:
+            report = fsck(store)
+            assert report.ok, report.problems
+            now = {job.job_id: job.trials for job in Jobs(store).list()}
+        assert all(now.get(job) == trials for job, trials in stored.items())  # none lost
+        assert all(trials == 200 for trials in now.values())  # whole jobs only
+        interrupted += len(now) < len(jobs)
+        stored = now
+        if len(now) == len(jobs):  # every job in: the next kills go to a new store
+            stores += 1
+            store_dir, stored = tmp_path / f"store{stores}", {}
+    assert interrupted >= 10, "kills should land in the middle of importing"
+    done = run_python(IMPORTER, str(store_dir), *map(str, jobs))
+    assert done.returncode == 0, done.stderr
+    with Store(store_dir) as store:
+        assert fsck(store).ok and len(Jobs(store).list()) == 4
 
 
 @pytest.mark.slow

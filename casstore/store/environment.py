@@ -1,5 +1,13 @@
-"""Opening a store's LMDB environment safely: a damaged ``data.mdb`` is
-:class:`~casstore.errors.CorruptStoreError`, never a crash.
+"""Opening a store's LMDB environment safely: read-only unless writing, a damaged
+``data.mdb`` :class:`~casstore.errors.CorruptStoreError`, never a crash.
+
+An environment is opened read-only (:func:`open_environment` with ``readonly``) until the
+first write needs it read-write: a reading command then works on a store it cannot write (a
+read-only mount, a colleague's directory) and never waits for a running writer. Where the lock
+file can be used (always, unless it is not writable by this user) readers register in it as
+LMDB readers do, so a writer never reuses the pages they read; LMDB uses no lock on a
+read-only file system, where no writer can run. :func:`check_writable` says why a store
+cannot be written (:func:`casstore.store.faults.read_only`) before any write is tried.
 
 LMDB would silently start a new index in an empty ``data.mdb``, refuses a file that is not
 one of its own, and ends the process with SIGBUS when it reads a page past the end of a
@@ -9,44 +17,111 @@ against LMDB's meta pages (:func:`check_data_file`) before any other page is rea
 
 from __future__ import annotations
 
+import errno
+import os
+import struct
 from pathlib import Path
 
 import lmdb
+from lmdb import verify as lmdb_verify
 
 from casstore.errors import CorruptStoreError, StoreError
+from casstore.store.faults import os_write_failure, read_only, write_failure
 
-__all__ = ["check_data_file", "open_environment"]
+__all__ = ["check_data_file", "check_writable", "open_environment", "page_damage"]
+
+_READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
-def open_environment(path: Path, map_size: int, max_dbs: int, create: bool) -> lmdb.Environment:
+def open_environment(
+    path: Path, map_size: int, max_dbs: int, *, create: bool, readonly: bool
+) -> lmdb.Environment:
     """The LMDB environment of the index directory ``path`` (``map_size`` bytes of map,
     ``max_dbs`` named databases; created when missing if ``create``), its ``data.mdb`` checked
-    by :func:`check_data_file`. An existing empty ``data.mdb`` or one LMDB refuses as not an
-    LMDB file is :class:`CorruptStoreError`; any other failure to open :class:`StoreError`."""
+    by :func:`check_data_file`; ``readonly``: opened for reading only, with LMDB's lock file
+    when this user can write it, else without. An existing empty ``data.mdb`` or one LMDB
+    refuses as not an LMDB file is :class:`CorruptStoreError`; a store that cannot be written
+    (``readonly`` False) or is full, a StoreError saying so; any other failure to open
+    :class:`StoreError`."""
     data = path / "data.mdb"
     if _size(data) == 0:
         raise CorruptStoreError(str(data), "data.mdb is 0 bytes, the index needs 2 pages")
-    try:
-        env = lmdb.open(
-            str(path),
-            map_size=map_size,
-            max_dbs=max_dbs,
-            lock=True,
-            subdir=True,
-            readahead=False,
-            create=create,
-        )
-    except lmdb.InvalidError as error:
-        rule = f"data.mdb ({_size(data)} bytes) is not an LMDB file"
-        raise CorruptStoreError(str(data), rule) from error
-    except lmdb.Error as error:
-        raise StoreError(str(path), f"cannot open the index: {error}") from error
+    if not readonly and data.exists():
+        check_writable(path)
+    env = _open(path, map_size, max_dbs, create and not readonly, readonly)
     try:
         check_data_file(env, data)
     except CorruptStoreError:
         env.close()
         raise
     return env
+
+
+def _open(
+    path: Path, map_size: int, max_dbs: int, create: bool, readonly: bool
+) -> lmdb.Environment:
+    """``lmdb.open`` of ``path``; read-only: retried without the lock file when this user
+    cannot write it (LMDB itself skips it on a read-only file system)."""
+
+    def opened(readonly: bool, lock: bool, create: bool) -> lmdb.Environment:
+        return lmdb.open(
+            str(path),
+            map_size=map_size,
+            max_dbs=max_dbs,
+            subdir=True,
+            readahead=False,
+            readonly=readonly,
+            lock=lock,
+            create=create,
+        )
+
+    try:
+        try:
+            return opened(readonly, lock=True, create=create)
+        except lmdb.ReadonlyError:  # EACCES: the lock file is not ours to write
+            if not readonly:
+                raise
+            return opened(readonly=True, lock=False, create=False)
+    except lmdb.InvalidError as error:
+        data = path / "data.mdb"
+        rule = f"data.mdb ({_size(data)} bytes) is not an LMDB file"
+        raise CorruptStoreError(str(data), rule) from error
+    except (lmdb.ReadonlyError, lmdb.DiskError) as error:
+        raise write_failure(path.parent, error, path) from error
+    except lmdb.Error as error:
+        findings = page_damage(path)  # a damaged meta page can fail any way (ENOMEM, ...)
+        if findings:
+            raise CorruptStoreError(str(path / "data.mdb"), findings[0]) from error
+        raise StoreError(str(path), f"cannot open the index: {error}") from error
+
+
+def page_damage(path: Path) -> list[str]:
+    """What py-lmdb's offline verifier (:func:`lmdb.verify.verify`) finds wrong with the
+    pages of the index directory ``path``'s ``data.mdb``, read as bytes without LMDB (one
+    finding per line; none when the file is sound)."""
+    try:
+        return lmdb_verify.verify(str(path), subdir=True)
+    except lmdb_verify.VerifyError as error:  # the meta pages themselves are damaged
+        return [str(error)]
+    except OSError as error:
+        return [f"data.mdb cannot be read: {error.strerror or error}"]
+
+
+def check_writable(path: Path) -> None:
+    """StoreError ``<store>: the store is read-only (...)`` when the index directory
+    ``path`` or its files cannot be opened for writing by this process (a read-only file
+    system, or permissions): probed by opening them, nothing written."""
+    for probe in (path / "data.mdb", path / "lock.mdb"):
+        try:
+            os.close(os.open(probe, os.O_RDWR))
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            if error.errno in _READ_ONLY:
+                raise read_only(path.parent, error) from error
+            raise os_write_failure(path.parent, error) from error
+    if not os.access(path, os.W_OK):
+        raise read_only(path.parent, OSError(errno.EACCES, os.strerror(errno.EACCES), str(path)))
 
 
 def _size(path: Path) -> int | None:
@@ -59,11 +134,12 @@ def _size(path: Path) -> int | None:
 
 def check_data_file(env: lmdb.Environment, data: Path) -> None:
     """Raise :class:`CorruptStoreError` (naming ``data``) when the file is shorter than the
-    pages LMDB's meta pages account for: two meta pages, and pages ``0..last_pgno`` of the
-    latest commit. Reads only the meta pages (LMDB read both when opening, so they are in
-    the file); run before any other page is touched, which past the end of the file would
-    end the process with SIGBUS. A new index passes: LMDB writes its two meta pages when it
-    creates the file."""
+    pages LMDB's meta pages account for (two meta pages, and pages ``0..last_pgno`` of the
+    latest commit), or when the meta pages' transaction ids are not those of successive
+    commits (:func:`_check_meta_pages`). Reads only the meta pages (LMDB read both when
+    opening, so they are in the file); run before any other page is touched, which past the
+    end of the file would end the process with SIGBUS. A new index passes: LMDB writes its
+    two meta pages when it creates the file."""
     page = env.stat()["psize"]
     pages = max(2, env.info()["last_pgno"] + 1)  # before the size: commits only grow the file
     size = _size(data) or 0
@@ -71,3 +147,25 @@ def check_data_file(env: lmdb.Environment, data: Path) -> None:
         need = pages * page
         rule = f"data.mdb is {size} bytes, the index needs {need} ({pages} pages of {page})"
         raise CorruptStoreError(str(data), rule)
+    _check_meta_pages(data, page)
+
+
+_META_MAGIC = 0xBEEFC0DE
+_META = struct.Struct("<16xI124xQ")  # LMDB 0.9 on 64 bits: page header, mm_magic ... mm_txnid
+
+
+def _check_meta_pages(data: Path, page: int) -> None:
+    """CorruptStoreError unless the transaction ids of the two meta pages are those LMDB
+    writes: a commit of transaction ``n`` writes meta page ``n % 2``, so page 0 holds an even
+    id, page 1 an odd one (or 0 before the first commit), one apart. LMDB opens the meta
+    page of the larger id: a damaged id would silently open an older state of the index (the
+    last commit lost). Files of another layout (not LMDB 0.9's) are left to LMDB."""
+    with data.open("rb") as handle:
+        metas = [_META.unpack(os.pread(handle.fileno(), _META.size, n * page)) for n in (0, 1)]
+    if any(magic != _META_MAGIC for magic, _ in metas):
+        return
+    (_, first), (_, second) = metas
+    if first % 2 == 0 and (second % 2 == 1 or second == 0) and abs(first - second) <= 1:
+        return
+    rule = f"the meta pages hold transactions {first} and {second}, not two successive ones"
+    raise CorruptStoreError(str(data), rule)

@@ -10,7 +10,10 @@ verification is replaced (renamed over) by the new, verified bytes: a repair.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -18,11 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel
+
 from casstore.archive.formats import Compression
 from casstore.archive.limits import Limits
 from casstore.digest import Digest
 from casstore.errors import CheckError, SourceChangedError, StoreError, UsageError
 from casstore.names import DEFAULT_FILESET, check_name, check_prefix
+from casstore.store.faults import os_write_failure
 from casstore.store.records import TaskRevision
 
 if TYPE_CHECKING:  # the packer and the reader are imported when used: ``ls`` needs neither
@@ -37,6 +43,7 @@ __all__ = [
     "ArchiveRef",
     "Filesets",
     "StoredArchive",
+    "Temporary",
     "in_archive",
 ]
 
@@ -73,6 +80,15 @@ class ArchiveRef:
 
     def __str__(self) -> str:
         return f"{self.workspace}/{self.fileset}#{self.relative}"
+
+
+class Temporary(BaseModel):
+    """A temporary file of the filesets: its ``path``, its size in ``bytes`` and its
+    ``age_seconds`` (since it was last written)."""
+
+    path: str
+    bytes: int
+    age_seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,35 +144,54 @@ class Filesets:
 
         A file already at the address is re-verified and kept when intact; when it fails
         verification it is replaced (atomically, by rename) with the new bytes, which were
-        verified first: the address guarantees they are the right ones (a repair)."""
+        verified first: the address guarantees they are the right ones (a repair).
+
+        A full disk or a store that cannot be written is StoreError naming the store
+        (:func:`casstore.store.faults.os_write_failure`); the temporary file is removed."""
         from casstore.archive.pack import write_archive  # here: for start-up time
 
         prefix = check_prefix(prefix)
-        task_dir = self.root / workspace / fileset / prefix / tree.top
-        task_dir.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=task_dir)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                result = write_archive(tree, handle, compression, limits)
-                handle.flush()
-                os.fsync(handle.fileno())
-            if expect_content is not None and str(result.content_digest) != expect_content:
-                raise SourceChangedError(
-                    str(tree.root), f"content changed since discovery ({expect_content})"
+        with self._writing():
+            task_dir = self.root / workspace / fileset / prefix / tree.top
+            task_dir.mkdir(parents=True, exist_ok=True)
+            fd, temporary = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=task_dir)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    result = write_archive(tree, handle, compression, limits)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                if expect_content is not None and str(result.content_digest) != expect_content:
+                    raise SourceChangedError(
+                        str(tree.root), f"content changed since discovery ({expect_content})"
+                    )
+                os.chmod(temporary, 0o444)
+                relative = "/".join(
+                    p for p in (prefix, tree.top, result.address.hex, ARCHIVE_NAME) if p
                 )
-            os.chmod(temporary, 0o444)
-            relative = "/".join(
-                p for p in (prefix, tree.top, result.address.hex, ARCHIVE_NAME) if p
-            )
-            ref = ArchiveRef(workspace, fileset, relative)
-            final = self.path_of(ref)
-            final.parent.mkdir(exist_ok=True)
-            written, repaired = _place(Path(temporary), final, result, limits)
-            _fsync_dir(final.parent)
-        finally:
-            Path(temporary).unlink(missing_ok=True)
-        verified = _read_back(final, result, limits)
-        return result, StoredArchive(ref, final, verified, written, repaired)
+                ref = ArchiveRef(workspace, fileset, relative)
+                final = self.path_of(ref)
+                final.parent.mkdir(exist_ok=True)
+                written, repaired = _place(Path(temporary), final, result, limits)
+                _fsync_dir(final.parent)
+            finally:
+                Path(temporary).unlink(missing_ok=True)
+            verified = _read_back(final, result, limits)
+            return result, StoredArchive(ref, final, verified, written, repaired)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Run a write of the store: an OSError writing it (a full disk, a read-only file
+        system, a permission refused on a file of the store; not reading the source) becomes
+        :func:`casstore.store.faults.os_write_failure`."""
+        try:
+            yield
+        except OSError as error:
+            where = error.filename
+            inside = where is None or Path(os.fsdecode(where)).is_relative_to(self.root)
+            refused = error.errno in (errno.EACCES, errno.EPERM) and inside
+            if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS) or refused:
+                raise os_write_failure(self.root.parent, error) from error
+            raise
 
     def intact(self, revision: TaskRevision, limits: Limits) -> bool:
         """True when ``revision``'s archive file exists and passes verification (address,
@@ -170,14 +205,20 @@ class Filesets:
             parts = path.relative_to(self.root).parts
             yield f"{parts[0]}/{parts[1]}#{'/'.join(parts[2:])}", path
 
-    def temporaries(self, older_than: float = 0.0) -> list[Path]:
-        """Leftover temporary files (a crashed write) last modified ``older_than`` s ago."""
-        cutoff = time.time() - older_than
-        return sorted(
-            path
-            for path in self.root.glob(f"**/{TEMP_PREFIX}*")
-            if path.is_file() and path.lstat().st_mtime <= cutoff
-        )
+    def temporaries(self) -> list[Temporary]:
+        """The temporary files of the filesets (``.tmp-*``: a write in progress, or the
+        leftover of one that was killed), by path, with their sizes and ages."""
+        found = []
+        now = time.time()
+        for path in sorted(self.root.glob(f"**/{TEMP_PREFIX}*")):
+            try:
+                info = path.lstat()
+            except FileNotFoundError:  # its write ended meanwhile
+                continue
+            if stat.S_ISREG(info.st_mode):
+                age = max(0.0, now - info.st_mtime)
+                found.append(Temporary(path=str(path), bytes=info.st_size, age_seconds=age))
+        return found
 
     def remove(self, path: Path) -> None:
         """Delete an archive file and its now-empty parent directories up to the fileset."""

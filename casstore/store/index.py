@@ -4,39 +4,48 @@ Databases (keys UTF-8, values msgpack): ``meta`` (``schema`` → version), ``tas
 (``workspace/name`` → task record), ``revisions`` (revision digest → revision record),
 ``tasksets`` (``workspace/name`` → taskset record), ``taskset_revisions`` (digest → record);
 imported Harbor jobs (:mod:`casstore.trials.stored`): ``jobs``, ``trial_packs``, ``trials``
-(older schemas), ``reward_tables``, ``evidence``, ``zstd_dicts``. Opening an index writes
-nothing to ``data.mdb`` when every database exists; a missing one (a new index, or an older
-one) is created then: older code ignores it. A new index is marked :data:`SCHEMA_VERSION` when
-it is created. An index of an older schema this code reads (:data:`UPGRADED_SCHEMAS`) keeps
-its marker until the first write transaction (:meth:`Index.write`, :meth:`Index.begin_write`)
-marks it :data:`SCHEMA_VERSION`, so reading commands leave it usable by the older code; a
-newer or unknown schema is refused at open.
+(older schemas), ``reward_tables``, ``evidence``, ``zstd_dicts``.
+
+Opening writes nothing: an existing index is opened read-only (a reading command works on a
+store it cannot write and never waits for a writer), and read-write by its first write, which
+creates the databases an older index lacks (older code ignores them) and fails with
+``<store>: the store is read-only (...)`` when the store cannot be written. A new index is
+created with every database and marked :data:`SCHEMA_VERSION`. An index of an older schema
+this code reads (:data:`UPGRADED_SCHEMAS`) keeps its marker until the first write transaction
+(:meth:`Index.write`, :meth:`Index.begin_write`) marks it :data:`SCHEMA_VERSION`, so reading
+commands leave it usable by the older code; a newer or unknown schema is refused at open.
 
 One writer at a time across processes (LMDB's lock), any number of readers. Every
 read-modify-write runs inside ONE write transaction (:meth:`Index.write`); the map doubles on
 ``MapFullError`` and the transaction is retried; a map grown by another process is adopted. A
 write that spans other work holds a transaction of :meth:`Index.begin_write` and commits or
-aborts it itself; :meth:`Index.reserve` grows the map ahead of a big write.
+aborts it itself; :meth:`Index.reserve` grows the map ahead of a big write. A write that fails
+(a full disk) is dropped whole and is StoreError naming the store
+(:mod:`casstore.store.faults`).
 
-A damaged index is :class:`~casstore.errors.CorruptStoreError`, never a crash: every stored value is
-decoded through :func:`casstore.store.values.decode` (naming ``db/key``), and opening checks
-``data.mdb`` against LMDB's meta pages before any other page is read
+A damaged index is :class:`~casstore.errors.CorruptStoreError`, never a crash nor a wrong
+answer where it can be told: every stored value is decoded through
+:func:`casstore.store.values.decode` (naming ``db/key``), every LMDB error of a read names the
+database (:class:`~casstore.store.txn.Txn`), a walk of a whole database checks its order and
+count, an index of this schema must hold every database and a schema marker, and opening
+checks ``data.mdb`` against LMDB's meta pages before any other page is read
 (:func:`casstore.store.environment.check_data_file`): a file truncated below the pages LMDB has
 written would otherwise end the process with SIGBUS.
 """
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable, Iterator
+import contextlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeGuard, TypeVar, cast
+from typing import Any, NoReturn, TypeVar, cast
 
 import lmdb
 
-from casstore.errors import StoreError
-from casstore.store.environment import open_environment
-from casstore.store.values import decode, decode_value, encode_value
+from casstore.errors import CorruptStoreError, StoreError
+from casstore.store.environment import check_writable, open_environment, page_damage
+from casstore.store.faults import damaged, is_damage, is_retried, os_write_failure, write_failure
+from casstore.store.txn import Txn, WriteTxn
 
 __all__ = [
     "DATABASES",
@@ -71,174 +80,126 @@ DATABASES = (
     "zstd_dicts",
 )
 DEFAULT_MAP_SIZE = 32 << 20
+MAX_DBS = len(DATABASES) + 2
 T = TypeVar("T")
-
-
-def _entry(key: bytes, raw: bytes) -> tuple[str, Any]:
-    """A stored ``(key, value)`` decoded."""
-    return key.decode(), decode_value(raw)
-
-
-class Txn:
-    """One LMDB transaction over the named databases: ``get/put/delete/items`` by db name
-    (values decoded and encoded with :func:`decode_value`/:func:`encode_value`), ``raw_*``
-    for values already encoded (bytes as stored). Keys are UTF-8 text or those bytes."""
-
-    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
-        self._txn = txn
-        self._dbs = dbs
-
-    def get(self, db: str, key: str) -> Any | None:
-        """The decoded value at ``key`` of ``db`` or None."""
-        raw = self._txn.get(key.encode(), db=self._dbs[db])
-        return None if raw is None else decode(db, key, decode_value, raw)
-
-    def raw_get(self, db: str, key: str | bytes) -> bytes | memoryview | None:
-        """The stored bytes at ``key`` of ``db`` (undecoded) or None: a memoryview into the
-        map, valid within this transaction, when it was begun with ``buffers``."""
-        return self._txn.get(_key(key), db=self._dbs[db])
-
-    def has(self, db: str, key: str) -> bool:
-        """Whether ``key`` of ``db`` holds a value (nothing decoded)."""
-        return self._txn.get(key.encode(), db=self._dbs[db]) is not None
-
-    def put(self, db: str, key: str, value: Any) -> None:
-        """Store ``value`` at ``key`` of ``db`` (write transactions only)."""
-        self._txn.put(key.encode(), encode_value(value), db=self._dbs[db])
-
-    def raw_put(self, db: str, key: str | bytes, value: bytes, *, overwrite: bool = True) -> bool:
-        """Store the already-encoded ``value`` at ``key`` of ``db`` (write transactions only).
-        Returns whether it was stored: False when ``overwrite`` is False and ``key`` holds a
-        value already (that value is kept)."""
-        return self._txn.put(_key(key), value, db=self._dbs[db], overwrite=overwrite)
-
-    def raw_put_many(
-        self, db: str, items: list[tuple[bytes, bytes]], overwrite: bool = True
-    ) -> None:
-        """Store already-encoded ``(key, value)`` items in ``db`` as plain puts in key order
-        would (the first of equal keys wins when not ``overwrite``): one ``putmulti``, which
-        appends when every key is beyond the database's last one (a new job's records): pages
-        filled (inserts in order would leave them half full), no search per key."""
-        if not items:
-            return
-        items = sorted(items, key=_FIRST)
-        cursor = self._txn.cursor(db=self._dbs[db])
-        try:
-            if not cursor.last() or (_copies(cursor) and cursor.key() < items[0][0]):
-                _, added = cursor.putmulti(items, overwrite=overwrite, append=True)
-                if added == len(items):
-                    return
-                # equal keys among the items: not appended; the plain puts settle them
-            cursor.putmulti(items, overwrite=overwrite)
-        finally:
-            cursor.close()
-
-    def delete(self, db: str, key: str | bytes) -> bool:
-        """Remove ``key`` from ``db``; True if it was there."""
-        return self._txn.delete(_key(key), db=self._dbs[db])
-
-    def items(self, db: str, prefix: str = "") -> Iterator[tuple[str, Any]]:
-        """``(key, value)`` of ``db`` in key order, keys starting with ``prefix``; a key or
-        value that does not decode raises :class:`CorruptStoreError`."""
-        for key, raw in self.raw_items(db, prefix):
-            yield decode(db, key, _entry, key, raw)
-
-    def raw_items(self, db: str, prefix: str = "") -> Iterator[tuple[bytes, bytes]]:
-        """:meth:`items` undecoded: ``(key, value)`` bytes."""
-        cursor = self._txn.cursor(db=self._dbs[db])
-        start = prefix.encode()
-        if not cursor.set_range(start):
-            return
-        if not _copies(cursor):
-            raise TypeError("raw_items needs a transaction begun without buffers")
-        for key, raw in cursor:
-            if not key.startswith(start):
-                return
-            yield key, raw
-
-    def count(self, db: str) -> int:
-        """Number of entries in ``db``."""
-        return self._txn.stat(self._dbs[db])["entries"]
-
-
-def _copies(cursor: lmdb.Cursor) -> TypeGuard[lmdb.Cursor[bytes]]:
-    """Whether the positioned ``cursor`` gives copies (bytes), not views into the map (a
-    transaction begun with ``buffers``): checked on its current key."""
-    return isinstance(cursor.key(), bytes)
-
-
-def _key(key: str | bytes) -> bytes:
-    """A key as LMDB takes it: text UTF-8 encoded, bytes as they are."""
-    return key.encode() if isinstance(key, str) else key
-
-
-_FIRST = operator.itemgetter(0)  # the key of a (key, value) item
-
-
-class WriteTxn(Txn):
-    """A write transaction the caller ends (:meth:`Index.begin_write`): :meth:`commit` or
-    :meth:`abort`; nothing is retried (a put that fills the map raises
-    ``lmdb.MapFullError``: abort, then write again after :meth:`Index.reserve`)."""
-
-    _committed: Callable[[], None] | None = None  # called after a commit
-
-    def commit(self) -> None:
-        """Commit what was written (``lmdb.Error`` when it cannot be)."""
-        self._txn.commit()
-        if self._committed is not None:
-            self._committed()
-
-    def abort(self) -> None:
-        """Drop what was written: the index stays as it was before the transaction."""
-        self._txn.abort()
 
 
 class Index:
     """The LMDB environment of a store (see the module docstring). Use as a context manager.
 
-    Raises :class:`StoreError` when the environment cannot be opened (``create=False``: also when it
-    does not exist) or its schema version is neither :data:`SCHEMA_VERSION` nor one of
-    :data:`UPGRADED_SCHEMAS`; :class:`CorruptStoreError` when ``data.mdb`` is damaged (see
-    :func:`casstore.store.environment.open_environment`). Opening writes nothing to an index whose
-    databases all exist.
+    An existing index is opened read-only, and read-write by its first write (:meth:`write`,
+    :meth:`begin_write`, :meth:`reserve`): a store this process cannot write reads as any
+    other, and a write asked of it is StoreError ``<store>: the store is read-only (...)``.
+    A new index (``create`` and no ``data.mdb``) is created read-write.
+
+    Raises :class:`StoreError` when the environment cannot be opened (``create=False``: also
+    when it does not exist) or its schema version is neither :data:`SCHEMA_VERSION` nor one
+    of :data:`UPGRADED_SCHEMAS`; :class:`CorruptStoreError` when ``data.mdb`` is damaged (see
+    :func:`casstore.store.environment.open_environment`), holds data but no schema version, or
+    lacks a database its schema has. Opening writes nothing.
     """
 
     def __init__(self, path: Path, map_size: int = DEFAULT_MAP_SIZE, create: bool = True) -> None:
-        if create:
-            path.mkdir(parents=True, exist_ok=True)
         self._path = path
-        self.env = open_environment(path, map_size, len(DATABASES) + 2, create)
-        self.dbs = self._open_dbs()
+        self._map_size = map_size
+        self.writable = create and not (path / "data.mdb").exists()  # a new index
+        if self.writable:
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise os_write_failure(path.parent, error) from error
+        self.env = self._environment(create=self.writable)
         self._older = False  # an older schema, marked by the first write transaction
         try:
+            self.dbs = self._open_dbs()
             version = self.read(lambda txn: txn.get("meta", "schema"))
-            if version is None:  # a new index: marked as it is created
+            if version is None and self._holds_data():
+                raise CorruptStoreError(f"{path}/data.mdb", "the index holds data but no schema")
+            if version is None and create:  # a new index: marked as it is created
                 self.write(self._check_schema)
             elif version in UPGRADED_SCHEMAS:
                 self._older = True
-            elif version != SCHEMA_VERSION:
+            elif version is not None and version != SCHEMA_VERSION:
                 raise _schema_refused(version)
+            elif version == SCHEMA_VERSION:
+                self._check_databases()
+        except CorruptStoreError as error:
+            self.env.close()
+            raise _opening_damage(path, error) from error
         except BaseException:
             self.env.close()
             raise
 
-    def _open_dbs(self) -> dict[str, Any]:
-        """The named databases (created when missing); retried when another process grew the
-        map meanwhile (``MapResizedError``).
+    def _environment(self, create: bool = False) -> lmdb.Environment:
+        """The environment, read-write when :attr:`writable` (created if ``create``)."""
+        return open_environment(
+            self._path, self._map_size, MAX_DBS, create=create, readonly=not self.writable
+        )
 
-        They are opened in a write transaction, so opening waits for LMDB's writer lock (a
-        running import holds it); when they all exist it commits nothing (LMDB writes no page
-        for a transaction that changed none: ``data.mdb`` stays as it was). A read-only
-        transaction would not wait, but its handles do not outlive it: LMDB keeps a handle
-        only when the transaction that opened it commits, and py-lmdb's ``commit()`` of a
-        read-only transaction resets it instead (py-lmdb 3.0: the handles are then invalid,
-        ``mdb_get: Invalid argument``); ``open_db`` without a transaction begins a write one
-        unless the whole environment was opened read-only."""
+    def _open_dbs(self) -> dict[str, Any]:
+        """The named databases: read-write, created when missing (a new index, or one of an
+        older schema); read-only, None for a missing one. Retried when another process grew
+        the map meanwhile (``MapResizedError``).
+
+        Read-write they are opened in a write transaction, so opening waits for LMDB's writer
+        lock (a running import holds it), which a write waits for anyway; when they all exist
+        it commits nothing (LMDB writes no page for a transaction that changed none).
+        Read-only they are opened in a read-only transaction, which waits for nothing and
+        keeps its handles (py-lmdb commits it: a read-only ``Transaction`` of a read-write
+        environment would reset instead, dropping them)."""
         while True:
             try:
-                return {name: self.env.open_db(name.encode()) for name in DATABASES}
+                return {name: self._open_db(name) for name in DATABASES}
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)
+            except lmdb.Error as error:
+                if self.writable and (is_retried(error) or not is_damage(error)):
+                    raise write_failure(self._path.parent, error, self._path) from error
+                raise damaged("the index's list of databases", None, error) from error
+
+    def _open_db(self, name: str) -> Any:
+        """The handle of database ``name`` (None: read-only and missing)."""
+        if self.writable:
+            return self.env.open_db(name.encode())
+        try:
+            return self.env.open_db(name.encode(), create=False)
+        except lmdb.NotFoundError:
+            return None
+
+    def _holds_data(self) -> bool:
+        """Whether any database of the index holds an entry."""
+        return self.read(lambda txn: any(txn.count(db) for db in DATABASES))
+
+    def _check_databases(self) -> None:
+        """CorruptStoreError when an index of :data:`SCHEMA_VERSION` lacks a database (every
+        one is created before an index is marked so: the list of databases is damaged)."""
+        missing = [name for name, handle in self.dbs.items() if handle is None]
+        if missing:
+            rule = f"the index lacks the database {missing[0]} (its list of databases is damaged)"
+            raise CorruptStoreError(f"{self._path}/data.mdb", rule)
+
+    def open_for_writing(self) -> None:
+        """Reopen the index read-write (done by its first write; publication calls it before
+        it writes an archive): StoreError ``<store>: the store is read-only (...)`` when the
+        store cannot be written (:func:`casstore.store.environment.check_writable`); the index
+        stays open read-only then."""
+        if self.writable:
+            return
+        if isinstance(self.env, _Closed):
+            raise StoreError(str(self._path), "the store is closed")
+        check_writable(self._path)
+        self.env.close()
+        self.writable = True
+        try:
+            self.env = self._environment()
+            self.dbs = self._open_dbs()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.env.close()
+            self.writable = False
+            self.env = self._environment()
+            self.dbs = self._open_dbs()
+            raise
 
     @staticmethod
     def _check_schema(txn: Txn) -> None:
@@ -273,12 +234,15 @@ class Index:
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)
                 continue
+            except lmdb.Error as error:  # not through Txn (begin): a write that failed
+                raise write_failure(self._path.parent, error, self._path) from error
             return result
 
     def read(self, body: Callable[[Txn], T], buffers: bool = False) -> T:
         """Run ``body(txn)`` in one read-only transaction (a consistent snapshot); with
         ``buffers``, :meth:`Txn.raw_get` gives views into the map instead of copies (for big
-        values; never to be kept beyond ``body``)."""
+        values; never to be kept beyond ``body``). An LMDB error ``body`` meets is
+        :class:`CorruptStoreError` (a damaged page; :class:`Txn` names the database)."""
         while True:
             try:
                 begun = (
@@ -287,27 +251,35 @@ class Index:
                     else self.env.begin(write=False)
                 )
                 with begun as txn:
-                    return body(Txn(txn, self.dbs))
+                    return body(Txn(txn, self.dbs, self._path))
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)
+            except lmdb.Error as error:
+                raise damaged(f"{self._path}/data.mdb", None, error) from error
 
     def begin_write(self) -> WriteTxn:
         """A write transaction left open while the caller does other work (an import writes
         a new job's chunks as it parses them), which the caller commits or aborts
         (:class:`WriteTxn`); waits for the writer lock. It marks an index of an older schema
-        as :meth:`write` does, but nothing is retried: grow the map first (:meth:`reserve`)."""
-        return self._begin(mark=True)
+        as :meth:`write` does, but nothing is retried: grow the map first (:meth:`reserve`).
+        StoreError when the store cannot be written or the transaction cannot begin."""
+        try:
+            return self._begin(mark=True)
+        except lmdb.Error as error:
+            raise write_failure(self._path.parent, error, self._path) from error
 
     def _begin(self, mark: bool) -> WriteTxn:
         """Begin a write transaction (adopting a map grown by another process); with
-        ``mark``, an index of an older schema is marked in it (:meth:`_check_schema`)."""
+        ``mark``, an index of an older schema is marked in it (:meth:`_check_schema`). The
+        index is reopened read-write first (:meth:`open_for_writing`)."""
+        self.open_for_writing()
         while True:
             try:
                 begun = self.env.begin(write=True)
                 break
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)
-        txn = WriteTxn(begun, self.dbs)
+        txn = WriteTxn(begun, self.dbs, self._path)
         if mark and self._older:
             txn._committed = self._marked
             try:
@@ -323,7 +295,9 @@ class Index:
 
     def reserve(self, nbytes: int) -> None:
         """Grow the map (doubling) to hold ``2 * nbytes`` more bytes than the pages in use,
-        ahead of a write of about ``nbytes``: not retried after each doubling."""
+        ahead of a write of about ``nbytes``: not retried after each doubling. The index is
+        reopened read-write first (:meth:`open_for_writing`)."""
+        self.open_for_writing()
         info, stat = self.env.info(), self.env.stat()
         used = (info["last_pgno"] + 1) * stat["psize"]
         want = used + 2 * nbytes
@@ -332,6 +306,11 @@ class Index:
             while size < want:
                 size *= 2
             self.env.set_mapsize(size)
+
+    @property
+    def path(self) -> Path:
+        """The index directory (``<store>/index``)."""
+        return self._path
 
     @property
     def map_size(self) -> int:
@@ -361,6 +340,17 @@ class _Closed:
 
     def __getattr__(self, name: str) -> NoReturn:
         raise StoreError(str(self._path), "the store is closed")
+
+
+def _opening_damage(path: Path, error: CorruptStoreError) -> CorruptStoreError:
+    """The error for damage met while opening the index directory ``path`` (its list of
+    databases, its schema): what the offline verifier finds in its pages, which fsck (that
+    cannot open it either) would report, else ``error`` itself."""
+    findings = page_damage(path)
+    if not findings:
+        return error
+    more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+    return CorruptStoreError(f"{path}/data.mdb", f"the index is damaged: {findings[0]}{more}")
 
 
 def _schema_refused(version: object) -> StoreError:

@@ -4,83 +4,161 @@ A name (``tasks`` or ``tasksets`` database, key ``workspace/name``) holds its hi
 revisions live in ``revisions`` (tasks) or ``taskset_revisions`` (tasksets), by digest.
 :class:`Names` reads the names of one kind; :func:`resolve` tries a taskset reference first,
 then a task reference.
+
+Every record is read checked (:func:`stored_name`, :func:`stored_revision`): a name record
+must name its key, a revision must hash to its digest, and a revision a name or a pin names
+must exist; anything else is :class:`~casstore.errors.CorruptStoreError` naming ``db/key``.
+A name or digest not found is confirmed before it is reported unknown
+(:func:`confirm_absent`): a damaged page can make LMDB miss a key without an error of its own.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from casstore.errors import StoreError, UnknownReferenceError
+from casstore.errors import CorruptStoreError, UnknownReferenceError
 from casstore.names import check_name
 from casstore.store.handle import StoreHandle
 from casstore.store.index import Txn
-from casstore.store.records import NamedRecord, Reference, TaskRevision, TasksetRevision
+from casstore.store.records import (
+    NamedRecord,
+    Reference,
+    TaskRevision,
+    TasksetRevision,
+    checked_name,
+    checked_revision,
+)
+from casstore.store.values import decode
 
-__all__ = ["Names", "latest_revision", "pick", "resolve", "revision"]
+__all__ = [
+    "Names",
+    "confirm_absent",
+    "latest_revision",
+    "pick",
+    "read_name",
+    "read_revision",
+    "resolve",
+    "revision",
+    "stored_name",
+    "stored_revision",
+]
+
+_MODELS: dict[str, type[TaskRevision] | type[TasksetRevision]] = {
+    "revisions": TaskRevision,
+    "taskset_revisions": TasksetRevision,
+}
 
 
-def pick(txn: Txn, names_db: str, revisions_db: str, ref: Reference) -> dict[str, Any]:
-    """The raw revision ``ref`` names (its digest, or the name's latest) in ``revisions_db``.
+def stored_name(db: str, key: str, raw: Any) -> NamedRecord:
+    """The name record stored (unpacked) as ``raw`` at ``key`` of ``db`` (``tasks`` or
+    ``tasksets``); CorruptStoreError unless it passes :func:`checked_name`."""
+    return decode(db, key, checked_name, key, raw)
 
-    UnknownReferenceError when the name or the revision is unknown; StoreError when the
-    name's revision is absent (a dangling reference)."""
-    raw = txn.get(names_db, ref.key)
-    kind = "task" if names_db == "tasks" else "taskset"
+
+def stored_revision(db: str, key: str, raw: Any) -> Any:
+    """The revision stored (unpacked) as ``raw`` at ``key`` of ``db`` (``revisions``: a
+    :class:`TaskRevision`, ``taskset_revisions``: a :class:`TasksetRevision`);
+    CorruptStoreError unless it passes :func:`checked_revision` (hashes to its key)."""
+    return decode(db, key, checked_revision, _MODELS[db], key, raw)
+
+
+def read_name(txn: Txn, db: str, key: str) -> NamedRecord | None:
+    """The name record at ``key`` of ``db`` (``tasks`` or ``tasksets``), None when absent."""
+    raw = txn.get(db, key)
+    return None if raw is None else stored_name(db, key, raw)
+
+
+def read_revision(txn: Txn, db: str, digest: str, named_by: str) -> Any:
+    """The revision ``digest`` of ``db`` that ``named_by`` (a name or a taskset's pin) names:
+    CorruptStoreError when it is absent (a name and its revision are written in one
+    transaction: a missing one is damage) or damaged."""
+    raw = txn.get(db, digest)
     if raw is None:
+        raise CorruptStoreError(f"{db}/{digest}", f"missing (named by {named_by})")
+    return stored_revision(db, digest, raw)
+
+
+def confirm_absent(txn: Txn, db: str) -> None:
+    """Walk ``db`` (a names or revisions database), every record checked as a read checks it
+    (:meth:`Txn.items`: keys in order and as many as LMDB counts; :func:`stored_name` or
+    :func:`stored_revision`): CorruptStoreError when it is damaged, so that a lookup that
+    found nothing is told from a lookup a damaged page led astray. For the error path only:
+    it reads the whole database."""
+    checked = stored_name if db in ("tasks", "tasksets") else stored_revision
+    for key, raw in txn.items(db):
+        checked(db, key, raw)
+
+
+def pick(txn: Txn, names_db: str, revisions_db: str, ref: Reference) -> tuple[NamedRecord, Any]:
+    """The name record and the revision ``ref`` names (its digest, or the name's latest) in
+    ``revisions_db``.
+
+    UnknownReferenceError when the name (confirmed absent: :func:`confirm_absent`) or the
+    revision is unknown; CorruptStoreError when the name's revision is absent (a dangling
+    reference) or either is damaged."""
+    record = read_name(txn, names_db, ref.key)
+    kind = "task" if names_db == "tasks" else "taskset"
+    if record is None:
+        confirm_absent(txn, names_db)
         raise UnknownReferenceError(str(ref), f"no {kind} of that name")
-    record = NamedRecord.model_validate(raw)
     digest = ref.digest or record.latest
     if ref.digest is not None and not record.has(ref.digest):
         raise UnknownReferenceError(str(ref), f"no such revision of that {kind}")
-    revision = txn.get(revisions_db, digest)
-    if revision is None:
-        raise StoreError(str(ref), f"dangling reference to {digest}")
-    return revision
+    return record, read_revision(txn, revisions_db, digest, f"{names_db}/{ref.key}")
 
 
 def latest_revision(txn: Txn, key: str) -> TaskRevision | None:
     """The latest revision of the task name ``key`` (``workspace/name``); None if absent."""
-    raw = txn.get("tasks", key)
-    if raw is None:
+    record = read_name(txn, "tasks", key)
+    if record is None:
         return None
-    revision = txn.get("revisions", NamedRecord.model_validate(raw).latest)
-    return None if revision is None else TaskRevision.model_validate(revision)
+    return read_revision(txn, "revisions", record.latest, f"tasks/{key}")
 
 
 def revision(store: StoreHandle, digest: str) -> TaskRevision:
-    """The task revision of ``digest`` in ``store``; UnknownReferenceError if absent."""
-    raw = store.index.read(lambda txn: txn.get("revisions", digest))
+    """The task revision of ``digest`` in ``store``; UnknownReferenceError if absent
+    (confirmed: :func:`confirm_absent`)."""
+
+    def body(txn: Txn) -> Any:
+        raw = txn.get("revisions", digest)
+        if raw is None:
+            confirm_absent(txn, "revisions")
+        return raw
+
+    raw = store.index.read(body)
     if raw is None:
         raise UnknownReferenceError(digest, "no task revision with that digest")
-    return TaskRevision.model_validate(raw)
+    return stored_revision("revisions", digest, raw)
 
 
 def resolve(store: StoreHandle, ref: str) -> tuple[str, list[tuple[str, TaskRevision]]]:
     """Resolve a taskset reference (tried first) or a task reference in ``store``.
 
     Returns ``(kind, [(task key, revision), ...])`` with kind ``"taskset"`` or ``"task"``.
-    Raises UnknownReferenceError when neither exists, UsageError when malformed.
+    Raises UnknownReferenceError when neither exists (both confirmed absent), UsageError
+    when malformed.
     """
     parsed = Reference.parse(ref)
 
     def body(txn: Txn) -> tuple[str, list[tuple[str, TaskRevision]]]:
-        if txn.get("tasksets", parsed.key) is not None:
-            pinned = TasksetRevision.model_validate(
-                pick(txn, "tasksets", "taskset_revisions", parsed)
-            )
-            return "taskset", [_pinned(txn, pin) for pin in pinned.tasks]
-        raw = pick(txn, "tasks", "revisions", parsed)
-        return "task", [(parsed.key, TaskRevision.model_validate(raw))]
+        if txn.has("tasksets", parsed.key):
+            _, pinned = pick(txn, "tasksets", "taskset_revisions", parsed)
+            return "taskset", [_pinned(txn, pinned, pin) for pin in pinned.tasks]
+        try:
+            _, task = pick(txn, "tasks", "revisions", parsed)
+        except UnknownReferenceError:
+            confirm_absent(txn, "tasksets")  # the taskset looked up first: not led astray
+            raise
+        return "task", [(parsed.key, task)]
 
     return store.index.read(body)
 
 
-def _pinned(txn: Txn, pin: dict[str, str]) -> tuple[str, TaskRevision]:
-    """``(task key, revision)`` of a taskset's pin; StoreError if the revision is absent."""
-    raw = txn.get("revisions", pin["revision"])
-    if raw is None:
-        raise StoreError(pin["task"], f"dangling pin {pin['revision']}")
-    return pin["task"], TaskRevision.model_validate(raw)
+def _pinned(txn: Txn, taskset: TasksetRevision, pin: dict[str, str]) -> tuple[str, TaskRevision]:
+    """``(task key, revision)`` of a taskset's pin; CorruptStoreError if the revision is
+    absent."""
+    named_by = f"taskset_revisions/{taskset.digest}"
+    return pin["task"], read_revision(txn, "revisions", pin["revision"], named_by)
 
 
 class Names[R: (TaskRevision, TasksetRevision)]:
@@ -102,9 +180,7 @@ class Names[R: (TaskRevision, TasksetRevision)]:
         parsed = Reference.parse(ref)
 
         def body(txn: Txn) -> tuple[NamedRecord, R]:
-            raw = pick(txn, self._names_db, self._revisions_db, parsed)
-            record = NamedRecord.model_validate(txn.get(self._names_db, parsed.key))
-            return record, self._model.model_validate(raw)
+            return pick(txn, self._names_db, self._revisions_db, parsed)
 
         return self._store.index.read(body)
 
@@ -114,10 +190,12 @@ class Names[R: (TaskRevision, TasksetRevision)]:
 
         def body(txn: Txn) -> list[tuple[NamedRecord, R]]:
             rows = []
-            for _, raw in txn.items(self._names_db, prefix):
-                record = NamedRecord.model_validate(raw)
-                latest = txn.get(self._revisions_db, record.latest)
-                rows.append((record, self._model.model_validate(latest)))
+            for key, raw in txn.items(self._names_db, prefix):
+                record = stored_name(self._names_db, key, raw)
+                latest = read_revision(
+                    txn, self._revisions_db, record.latest, f"{self._names_db}/{key}"
+                )
+                rows.append((record, latest))
             return rows
 
         return self._store.index.read(body)

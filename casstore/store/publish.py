@@ -21,7 +21,7 @@ from casstore.names import check_name, check_prefix, default_name
 from casstore.store.fileset import DEFAULT_FILESET, ArchiveRef, Filesets, StoredArchive
 from casstore.store.handle import StoreHandle
 from casstore.store.index import Txn
-from casstore.store.lookup import latest_revision
+from casstore.store.lookup import latest_revision, read_name, read_revision, stored_revision
 from casstore.store.records import (
     DEFAULT_WORKSPACE,
     NamedRecord,
@@ -134,6 +134,7 @@ def publish(
             if store.filesets.intact(existing, limits):
                 return _result(workspace, name, existing, reused=True)
             target = _repair(existing)
+    store.index.open_for_writing()  # a read-only store refused before any file is written
     revision, stored = _store(store.filesets, task, target, limits)
     prepared = PreparedTask(
         workspace=workspace,
@@ -214,19 +215,18 @@ def _register(txn: Txn, filesets: Filesets, prepared: PreparedTask) -> PublishRe
     key = f"{prepared.workspace}/{prepared.name}"
     if not filesets.path_of(revision.archive_ref).is_file():
         raise StoreError(revision.archive_ref, "archive missing at registration")
-    raw = txn.get("tasks", key)
-    record = NamedRecord.model_validate(raw) if raw else None
+    record = read_name(txn, "tasks", key)
     if record is not None:
         if prepared.create:
             raise StoreError(key, NAME_EXISTS)
-        latest = TaskRevision.model_validate(txn.get("revisions", record.latest))
+        latest = read_revision(txn, "revisions", record.latest, f"tasks/{key}")
         if _same(latest, revision.content_digest, revision.metrics, revision.views):
             return _result(prepared.workspace, prepared.name, latest, reused=True)
     stored = txn.get("revisions", revision.digest)
     if stored is None:
         txn.put("revisions", revision.digest, revision.model_dump())
     else:
-        revision = TaskRevision.model_validate(stored)
+        revision = stored_revision("revisions", revision.digest, stored)
     entry = RevisionEntry(digest=revision.digest, created=now())
     if record is None:
         record = NamedRecord(workspace=prepared.workspace, name=prepared.name, history=[])

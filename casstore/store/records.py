@@ -24,6 +24,8 @@ __all__ = [
     "TaskRevision",
     "TasksetRevision",
     "canonical_digest",
+    "checked_name",
+    "checked_revision",
     "now",
 ]
 
@@ -100,11 +102,14 @@ class TasksetRevision(BaseModel):
     digest: str = ""
     created: str = ""
 
+    def content(self) -> dict[str, Any]:
+        """The digested fields."""
+        return {"kind": "taskset-revision", "workspace": self.workspace, "tasks": self.tasks}
+
     def sealed(self) -> TasksetRevision:
         """A copy with ``digest`` computed (and ``created`` set if empty)."""
-        content = {"kind": "taskset-revision", "workspace": self.workspace, "tasks": self.tasks}
         return self.model_copy(
-            update={"digest": canonical_digest(content), "created": self.created or now()}
+            update={"digest": canonical_digest(self.content()), "created": self.created or now()}
         )
 
 
@@ -162,3 +167,27 @@ class Reference(BaseModel):
 
     def __str__(self) -> str:
         return self.key + (f"#{self.digest}" if self.digest else "")
+
+
+def checked_name(key: str, raw: Any) -> NamedRecord:
+    """The name record stored as ``raw`` at ``key`` (``workspace/name``). Raises ``ValueError``
+    (pydantic's included) unless it validates, names ``key`` and has a revision: a damaged
+    record never reads as another name's."""
+    record = NamedRecord.model_validate(raw)
+    if f"{record.workspace}/{record.name}" != key:
+        raise ValueError(f"the record names {record.workspace}/{record.name}")
+    if not record.history:
+        raise ValueError("the record has no revision")
+    return record
+
+
+def checked_revision[R: (TaskRevision, TasksetRevision)](model: type[R], key: str, raw: Any) -> R:
+    """The revision of ``model`` stored as ``raw`` at its digest ``key``. Raises
+    ``ValueError`` unless it validates and its content hashes to ``key``: revisions are
+    content-addressed, so a damaged one never reads as valid (only ``created`` is not
+    digested)."""
+    revision = model.model_validate(raw)
+    digest = canonical_digest(revision.content())
+    if revision.digest != key or digest != key:
+        raise ValueError(f"the revision's content hashes to {digest}, not to its key")
+    return revision

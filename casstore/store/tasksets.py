@@ -11,13 +11,12 @@ from casstore.errors import StoreError, UsageError
 from casstore.names import check_name
 from casstore.store.handle import StoreHandle
 from casstore.store.index import Txn
-from casstore.store.lookup import Names, pick
+from casstore.store.lookup import Names, pick, read_name
 from casstore.store.records import (
     DEFAULT_WORKSPACE,
     NamedRecord,
     Reference,
     RevisionEntry,
-    TaskRevision,
     TasksetRevision,
     now,
 )
@@ -74,11 +73,10 @@ class Tasksets(Names[TasksetRevision]):
         def body(txn: Txn) -> TasksetResult:
             pins = []
             for ref in sorted(refs, key=lambda r: r.key):
-                pinned = TaskRevision.model_validate(pick(txn, "tasks", "revisions", ref))
+                _, pinned = pick(txn, "tasks", "revisions", ref)
                 pins.append({"task": ref.key, "revision": pinned.digest})
             revision = TasksetRevision(workspace=workspace, tasks=pins).sealed()
-            raw = txn.get("tasksets", key)
-            record = NamedRecord.model_validate(raw) if raw else None
+            record = read_name(txn, "tasksets", key)
             if record is not None:
                 if create:
                     raise StoreError(key, "a taskset of that name exists (use taskset replace)")
