@@ -9,15 +9,18 @@ metric script started.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from numbers import Integral
 from pathlib import Path
 
 from casstore.errors import UsageError
+from casstore.inputs import open_regular
 from scoring._harbor_metrics import BUILTIN_METRICS, is_builtin
 
 __all__ = [
     "check_ks",
+    "check_metric_script",
     "check_metric_timeout",
     "check_metrics",
     "check_options",
@@ -52,18 +55,25 @@ def check_metric_timeout(timeout: float) -> None:
 
 def check_metrics(metrics: Sequence[str | Path]) -> None:
     """UsageError unless each metric is a built-in one (mean, sum, min, max) or the path of an
-    existing ``metric.py`` file."""
+    existing ``metric.py`` file (a regular file: :func:`check_metric_script`)."""
     names = ", ".join(BUILTIN_METRICS)
     for metric in metrics:
         if is_builtin(metric):
             continue
         path = Path(metric)
-        if path.is_file():
-            continue
-        if "/" in str(metric) or path.suffix == ".py" or path.exists():
-            reason = "not a file" if path.exists() else "no such metric script"
-            raise UsageError(str(metric), f"{reason} (--metric is {names} or a metric.py)")
-        raise UsageError(str(metric), f"--metric is {names} or a metric.py path")
+        if os.path.lexists(path):
+            check_metric_script(path)
+        elif "/" in str(metric) or path.suffix == ".py":
+            rule = f"no such metric script (--metric is {names} or a metric.py)"
+            raise UsageError(str(metric), rule)
+        else:
+            raise UsageError(str(metric), f"--metric is {names} or a metric.py path")
+
+
+def check_metric_script(path: Path) -> None:
+    """UsageError naming ``path`` unless it is a regular file that can be opened
+    (:func:`casstore.inputs.open_regular`; it is run by its path, as Harbor runs it)."""
+    os.close(open_regular(path, "cannot read the metric script"))
 
 
 def check_options(

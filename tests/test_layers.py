@@ -3,7 +3,7 @@ project module goes down the layers, and no module imports itself back through o
 
 Layers, bottom first (README, "Architecture"); each may import the ones it lists::
 
-    base      casstore.errors, .digest, .names, .progress
+    base      casstore.errors, .digest, .names, .progress, .inputs
     archive   casstore.archive        base
     verifier  casstore.verifier       base, archive (the runner and helpers it writes into a
                                       task import nothing of casstore)
@@ -30,7 +30,16 @@ PACKAGES = ("casstore", "scoring", "cli")
 
 # (layer, module prefixes); a module belongs to the layer of its longest matching prefix
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("casstore.errors", "casstore.digest", "casstore.names", "casstore.progress")),
+    (
+        "base",
+        (
+            "casstore.errors",
+            "casstore.digest",
+            "casstore.names",
+            "casstore.progress",
+            "casstore.inputs",
+        ),
+    ),
     ("archive", ("casstore.archive",)),
     ("verifier", ("casstore.verifier",)),
     ("standalone", ("casstore.verifier.run_verifier", "casstore.verifier.helpers")),

@@ -31,8 +31,8 @@ from casstore.errors import (
     NotCanonicalError,
     SymlinkError,
     UnsafePathError,
-    UsageError,
 )
+from casstore.inputs import open_binary
 
 __all__ = ["VerifyResult", "extract_archive", "verify_archive"]
 
@@ -58,7 +58,8 @@ def verify_archive(
     """Verify ``archive`` (a path); ``expect`` is the address it must have.
 
     Raises a :class:`casstore.errors.CheckError` subclass naming the entry and the rule, or
-    :class:`UsageError` if the file cannot be opened or ``expect`` is malformed.
+    :class:`UsageError` if the file cannot be opened, is not a regular file
+    (:mod:`casstore.inputs`) or ``expect`` is malformed.
     """
     return _read(Path(archive), _expected(expect), limits or Limits(), None)
 
@@ -115,11 +116,7 @@ def _read(
 def _read_checked(
     archive: Path, expect: Digest | None, limits: Limits, extractor: Extractor | None
 ) -> VerifyResult:
-    try:
-        handle = open(archive, "rb")  # noqa: SIM115 - closed below
-    except OSError as error:
-        raise UsageError(str(archive), f"cannot open archive: {error.strerror}") from error
-    with handle:
+    with open_binary(archive, "cannot open archive") as handle:
         compression = detect(handle.read(512))
         handle.seek(0)
         source = _HashingFile(handle, limits)

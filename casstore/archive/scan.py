@@ -29,6 +29,7 @@ from casstore.errors import (
     UnsafePathError,
     UsageError,
 )
+from casstore.inputs import file_kind, open_regular
 
 __all__ = [
     "PayloadCount",
@@ -42,14 +43,6 @@ __all__ = [
     "stat_key",
     "walk_tree",
 ]
-
-_SPECIAL = {
-    stat.S_IFIFO: "FIFO",
-    stat.S_IFSOCK: "socket",
-    stat.S_IFCHR: "character device",
-    stat.S_IFBLK: "block device",
-}
-
 
 StatKey = tuple[int, int, int, int, int]
 """What must not change while an entry is packed, from its ``lstat``: ``(mode, inode, device,
@@ -238,8 +231,8 @@ def _children(directory: SourceEntry, limits: Limits) -> list[SourceEntry]:
                 raise _vanished(name, error) from error
             children.append(((*parts, text), "symlink", key, target, name, path))
         else:
-            kind = _SPECIAL.get(stat.S_IFMT(mode), "unknown entry")
-            raise EntryTypeError(name, f"a {kind} cannot be archived (only files, dirs, links)")
+            kind = file_kind(mode)
+            raise EntryTypeError(name, f"{kind} cannot be archived (only files, dirs, links)")
     return children
 
 
@@ -264,15 +257,14 @@ def _decode(raw: bytes, display: str) -> str:
 
 
 def _read_config(path: Path, display: str, limits: Limits) -> bytes | None:
-    """task.toml's bytes, or None when it is absent or not a regular file."""
+    """task.toml's bytes, or None when it is absent or not a regular file (a link, a FIFO:
+    :func:`casstore.inputs.open_regular`, the link not followed)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
+        fd = open_regular(path, follow=False)
+    except UsageError:
         return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None
         limits.check("max_config_bytes", info.st_size, display)
         return os.read(fd, info.st_size + 1)
     finally:

@@ -14,12 +14,14 @@ them. Every file is written with a fixed mode, so packing the task stays determi
 from __future__ import annotations
 
 import ast
+import os
 import shlex
 import shutil
 from pathlib import Path, PurePosixPath
 
 from casstore.archive.layout import parse_task_config
 from casstore.errors import TaskFormatError, UsageError
+from casstore.inputs import open_binary, read_regular
 
 __all__ = [
     "DEFAULT_VERIFIER",
@@ -134,7 +136,7 @@ def check_task(task: Path) -> None:
     config_path = task / "task.toml"
     if not config_path.is_file():
         raise TaskFormatError(str(task), "not a Harbor task: no task.toml")
-    config = parse_task_config(str(config_path), config_path.read_bytes())
+    config = parse_task_config(str(config_path), read_regular(config_path))
     if config.environment.os.value == "windows":
         raise UsageError(
             str(config_path), "a Windows task runs tests/test.bat; the verifier shim is POSIX sh"
@@ -163,10 +165,10 @@ def check_verifier_module(path: Path) -> None:
 
     A ``def``/``async def``, an assignment or an import binding the name counts.
     """
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise UsageError(str(path), "verifier file does not exist")
     try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
+        tree = ast.parse(read_regular(path), filename=str(path))
     except (SyntaxError, ValueError) as error:
         raise UsageError(str(path), f"the verifier is not valid Python: {error}") from None
     if "verify" not in _top_level_names(tree):
@@ -205,7 +207,7 @@ def check_replaceable(shim: Path, force: bool) -> None:
 
 def _head(path: Path) -> str:
     """The first lines of ``path`` as text (undecodable bytes replaced)."""
-    with path.open("rb") as stream:
+    with open_binary(path) as stream:  # a FIFO there is refused, never waited on
         return stream.read(512).decode("utf-8", errors="replace")
 
 
