@@ -252,7 +252,8 @@ def gc(
     ctx: typer.Context,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list.")] = False,
     min_age: Annotated[
-        float, typer.Option("--min-age", min=0, help="Spare files younger than this (s, >= 0).")
+        float,
+        typer.Option("--min-age", help="Spare files younger than this (seconds, finite, >= 0)."),
     ] = 60.0,
     json: JsonOption = False,
 ) -> None:

@@ -15,7 +15,7 @@ from scoring._harbor_pass_at_k import harbor_pass_at_k
 from scoring._harbor_rewards import HarborRewards
 from scoring._mean import OutputStats, output_stats
 from scoring._metric_script import DEFAULT_METRIC_TIMEOUT, run_metric_script
-from scoring._options import check_options
+from scoring._options import MAX_K, MAX_METRIC_TIMEOUT, check_options, k_refused
 from scoring._partials import Partials
 from scoring._pass_at_k import PassAtK, default_ks, pass_at_k, pass_hat_k
 from scoring._rules import STATUS_NAMES, Attempts, Code, Diagnostics, Status, apply_rules
@@ -30,6 +30,8 @@ __all__ = [
     "DEFAULT_GROUP_BY",
     "DEFAULT_METRIC_TIMEOUT",
     "GROUP_FIELDS",
+    "MAX_K",
+    "MAX_METRIC_TIMEOUT",
     "SCHEMA",
     "STATUS_NAMES",
     "Attempts",
@@ -58,6 +60,7 @@ __all__ = [
     "harbor_evals_key",
     "harbor_metric",
     "harbor_pass_at_k",
+    "k_refused",
     "load_views",
     "output_stats",
     "parse_views",

@@ -8,49 +8,69 @@ metric script started.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from numbers import Integral
 from pathlib import Path
 
+from casstore.bounds import finite, shown
 from casstore.errors import UsageError
 from casstore.inputs import open_regular
 from scoring._harbor_metrics import BUILTIN_METRICS, is_builtin
 
 __all__ = [
+    "MAX_K",
+    "MAX_METRIC_TIMEOUT",
     "check_ks",
     "check_metric_script",
     "check_metric_timeout",
     "check_metrics",
     "check_options",
     "check_threshold",
+    "k_refused",
 ]
+
+
+MAX_K = 1 << 31
+"""The largest k of pass@k: the most attempts a task can have (a reward table's attempt
+indexes are int32). A fixed bound, not the run's largest attempt count, so that the same
+``--k`` serves every run: a k beyond a run's attempts is reported with no eligible task."""
+MAX_METRIC_TIMEOUT = 86400.0
+"""The longest a metric script may run, in seconds (a day; the operating system's own bound,
+a poll timeout in milliseconds in a C int, is ~24.8 days)."""
+
+
+def k_refused(k: object) -> UsageError:
+    """The error for a k out of bounds (the CLI's text of a k too long to be an int comes here
+    too)."""
+    return UsageError(
+        "--k",
+        f"every k must be an integer from 1 to {MAX_K} (the most attempts a task can have), "
+        f"not {shown(k)}",
+    )
 
 
 def check_ks(ks: Sequence[int]) -> list[int]:
     """The k values of pass@k, sorted and deduplicated; UsageError unless each is an integer
-    >= 1."""
-    if not all(isinstance(k, Integral) and not isinstance(k, bool) and k >= 1 for k in ks):
-        raise UsageError("--k", "every k must be an integer >= 1")
+    from 1 to :data:`MAX_K`."""
+    for k in ks:
+        if not (isinstance(k, Integral) and not isinstance(k, bool) and 1 <= k <= MAX_K):
+            raise k_refused(k)
     return sorted({int(k) for k in ks})
-
-
-def _check_finite(option: str, value: float) -> None:
-    if not math.isfinite(value):
-        raise UsageError(option, f"must be a finite number, not {value}")
 
 
 def check_threshold(threshold: float) -> None:
     """UsageError unless the success threshold is a finite number."""
-    _check_finite("--threshold", threshold)
+    finite("--threshold", threshold)
 
 
 def check_metric_timeout(timeout: float) -> None:
-    """UsageError unless a metric script's timeout is a finite number of seconds > 0."""
-    _check_finite("--metric-timeout", timeout)
-    if timeout <= 0:
-        raise UsageError("--metric-timeout", f"must be > 0 seconds, not {timeout:g}")
+    """UsageError unless a metric script's timeout is a finite number of seconds > 0 and at
+    most :data:`MAX_METRIC_TIMEOUT`."""
+    seconds = finite("--metric-timeout", timeout)
+    if not 0 < seconds <= MAX_METRIC_TIMEOUT:
+        rule = f"must be > 0 and at most {MAX_METRIC_TIMEOUT:g} seconds (a day)"
+        raise UsageError("--metric-timeout", f"{rule}, not {shown(timeout)}")
 
 
 def check_metrics(metrics: Sequence[str | Path]) -> None:

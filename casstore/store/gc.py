@@ -10,12 +10,13 @@ import time
 
 from pydantic import BaseModel
 
+from casstore.bounds import finite, shown
 from casstore.errors import UsageError
 from casstore.store.handle import StoreHandle
 from casstore.store.index import Txn
 from casstore.store.records import TaskRevision
 
-__all__ = ["GcReport", "gc"]
+__all__ = ["GcReport", "check_min_age", "gc"]
 
 
 class GcReport(BaseModel):
@@ -34,10 +35,10 @@ def gc(store: StoreHandle, dry_run: bool = False, min_age: float = 60.0) -> GcRe
     """Remove the archive files of ``store`` no revision references, and temporaries, older
     than ``min_age`` seconds (a concurrent publication's not yet registered archive is
     younger). Runs while holding the index's write lock, so no registration interleaves;
-    ``dry_run`` only lists. UsageError unless ``min_age >= 0``."""
+    ``dry_run`` only lists. UsageError unless ``min_age`` is a finite number >= 0
+    (:func:`check_min_age`)."""
     filesets = store.filesets
-    if not min_age >= 0:
-        raise UsageError(str(min_age), "the minimum age must be a number of seconds >= 0")
+    min_age = check_min_age(min_age)
     cutoff = time.time() - min_age
 
     def body(txn: Txn) -> GcReport:
@@ -70,3 +71,12 @@ def gc(store: StoreHandle, dry_run: bool = False, min_age: float = 60.0) -> GcRe
         )
 
     return store.index.write(body, lock_only=True)  # it writes files, never the index
+
+
+def check_min_age(min_age: float) -> float:
+    """``min_age`` (``gc --min-age``) as seconds; UsageError naming ``--min-age`` unless it
+    is a finite number >= 0 (``inf`` would spare every file, ``nan`` compares with none)."""
+    seconds = finite("--min-age", min_age)
+    if seconds < 0:
+        raise UsageError("--min-age", f"must be >= 0 seconds, not {shown(min_age)}")
+    return seconds
