@@ -10,7 +10,13 @@ import typer
 from casstore.archive.pack import pack_tree
 from casstore.archive.read import extract_archive, verify_archive
 from casstore.errors import CheckError
-from cli.options import CompressionOption, JsonOption, LimitOption, limits_from
+from cli.options import (
+    CompressionOption,
+    DestArgument,
+    JsonOption,
+    LimitOption,
+    limits_from,
+)
 from cli.output import emit_json, fail, out_console
 
 __all__ = ["register"]
@@ -71,12 +77,12 @@ def verify(
 
 def extract(
     archive: Annotated[Path, typer.Argument(help="The archive file to extract.")],
-    dest: Annotated[Path, typer.Argument(help="New directory to create; it gets the task.")],
+    dest: DestArgument,
     expect: ExpectOption = None,
     limit: LimitOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Verify an archive while extracting it safely into DEST (which must not exist)."""
+    """Verify an archive while extracting it safely into DEST/<top directory>/."""
     result = extract_archive(archive, dest, expect, limits_from(limit))
     if json:
         emit_json(result.to_json() | {"dest": str(dest / result.top)})

@@ -20,7 +20,7 @@ from casstore import api
 from casstore.archive.discover import discover
 from casstore.errors import UsageError
 from casstore.store import DEFAULT_FILESET, DEFAULT_WORKSPACE, Store, TaskRevision, TasksetRevision
-from cli.options import CompressionOption, GlobalOptions, JsonOption
+from cli.options import CompressionOption, DestArgument, GlobalOptions, JsonOption
 from cli.output import emit_json, out_console, progress_bar
 
 __all__ = ["register"]
@@ -215,7 +215,7 @@ taskset_app.command(
 def checkout(
     ctx: typer.Context,
     ref: Annotated[str, typer.Argument(help="Taskset or task reference.")],
-    dest: Annotated[Path, typer.Argument(help="Dataset directory to create.")],
+    dest: DestArgument,
     json: JsonOption = False,
 ) -> None:
     """Verify, extract and validate every task of REF into DEST/<task dir>/."""
