@@ -39,6 +39,7 @@ view file, a malformed option).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -61,6 +62,10 @@ from scoring import (
 __all__ = ["print_report", "register"]
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+"""A k as ``--k`` takes it: ASCII digits only."""
+
+
 def _parse_ks(text: str | None) -> list[int] | None:
     """``--k`` text → integers (each >= 1 is :func:`scoring.check_options`'s rule)."""
     if text is None:
@@ -68,13 +73,12 @@ def _parse_ks(text: str | None) -> list[int] | None:
     parts = [part.strip() for part in text.split(",")]
     if not all(parts):
         raise UsageError("--k", f"empty item in {text!r}: give comma-separated integers >= 1")
+    if not all(_INTEGER.fullmatch(part) for part in parts):  # int() takes "1_0" and "١"
+        raise UsageError("--k", f"not a comma-separated list of integers: {text!r}")
     for part in parts:  # too many digits for int(): far beyond the bound
-        if part.lstrip("+-").isdigit() and len(part) > 100:
+        if len(part) > 100:
             raise k_refused(part)
-    try:
-        return [int(part) for part in parts]
-    except ValueError:
-        raise UsageError("--k", f"not a comma-separated list of integers: {text!r}") from None
+    return [int(part) for part in parts]
 
 
 def _parse_group_by(text: str) -> list[str]:

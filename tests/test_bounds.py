@@ -140,3 +140,23 @@ def test_limits_are_bounded_from_the_cli_and_the_api(tmp_path, capsys, given, sh
         assert str(raised.value) == f"max_entries: {LIMIT_RULE}, not {shown}"
     assert casstore.Limits(max_entries=MAX_LIMIT).max_entries == MAX_LIMIT
     assert casstore.Limits().with_overrides([f"file_bytes={MAX_LIMIT}"]).max_file_bytes == MAX_LIMIT
+
+
+@pytest.mark.parametrize("given", ["1_0", "\u0661", "1,\u0662", "0x10", "1e3"])
+def test_a_k_is_written_in_ascii_digits(capsys, tmp_path, given) -> None:
+    """int() would take "1_0" as 10 and an Arabic-Indic digit as 1: --k takes 0-9 only."""
+    code, out, err = run_cli(capsys, "rescore", str(tmp_path / "no-such-job"), "--k", given)
+    rule = f"--k: not a comma-separated list of integers: {given!r}"
+    assert (code, out, err) == (2, "", f"casstore: {rule}\n")
+
+
+@pytest.mark.parametrize("given", ["\u0663", "1_000", "\uff11KiB"])
+def test_a_limit_is_written_in_ascii_digits(tmp_path, capsys, given) -> None:
+    task = make_task(tmp_path)
+    argv = ["pack", str(task), "-o", str(tmp_path / "x.tgz"), "--limit", f"max_entries={given}"]
+    code, out, err = run_cli(capsys, *argv)
+    rule = "a size is a whole number with an optional unit (KiB, MiB, GiB, k, M, G)"
+    assert (code, out, err) == (2, "", f"casstore: max_entries={given}: {rule}\n")
+    with pytest.raises(UsageError) as raised:
+        casstore.Limits().with_overrides([f"entries={given}"])
+    assert str(raised.value) == f"entries={given}: {rule}"

@@ -17,7 +17,7 @@ __all__ = ["MAX_LIMIT", "Limits", "parse_size"]
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 _UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "kib": KiB, "mib": MiB, "gib": GiB}
-_SIZE = re.compile(r"\s*(\d+)\s*([kmg]?i?b?)\s*", re.IGNORECASE)
+_SIZE = re.compile(r"\s*([0-9]+)\s*([kmg]?i?b?)\s*", re.IGNORECASE)  # ASCII digits only
 
 
 MAX_LIMIT = (1 << 63) - 1
