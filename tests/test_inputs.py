@@ -8,6 +8,7 @@ here, and the in-process calls under :func:`_no_hang` (an alarm that breaks a bl
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -237,3 +238,19 @@ def test_verifier_init_refuses_a_fifo_in_the_task(short_dir: Path, where: str) -
         init_verifier(task)
     assert str(caught.value) == f"{task / where}: not a regular file (a FIFO)"
     assert not (task / "tests" / ".ng").exists()
+
+
+@pytest.mark.parametrize("name", ["result.json", "lock.json", "config.json"])
+def test_a_special_job_file_is_never_read(short_dir: Path, name: str) -> None:
+    """A job-level file that is no regular file is never opened for reading (a FIFO would
+    block): the import goes on as if it were missing, the job result's absence counted."""
+    trials = {f"t__{i}": trial_json(trial_result("t", f"t__{i}", {"reward": 1.0})) for i in (1, 2)}
+    job_dir = make_job(short_dir / "job", trials, expected=2)
+    (job_dir / name).unlink()
+    os.mkfifo(job_dir / name)
+    argv = [str(CASSTORE), "--store", str(short_dir / "store"), "import", str(job_dir), "--json"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    report = json.loads(done.stdout)
+    missing = {"job_result_missing_partial": 1} if name == "result.json" else {}
+    assert (report["trials"], report["failure_codes"]) == (2, missing)
