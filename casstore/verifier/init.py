@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 
 from casstore.archive.layout import parse_task_config
 from casstore.errors import TaskFormatError, UsageError
-from casstore.inputs import open_binary, read_regular
+from casstore.inputs import file_kind, open_binary, read_regular
 
 __all__ = [
     "DEFAULT_VERIFIER",
@@ -114,7 +114,11 @@ def init_verifier(
     """
     task = Path(task_dir)
     if not task.is_dir():
-        raise UsageError(str(task), "task directory does not exist")
+        try:
+            rule = f"not a directory ({file_kind(task.stat().st_mode)})"
+        except OSError:
+            rule = "task directory does not exist"
+        raise UsageError(str(task), rule)
     check_task(task)
     verifier_in_tests = verifier_location(verifier)
     check_verifier_module(task / _TESTS / verifier_in_tests)
