@@ -132,8 +132,9 @@ def extract(
     expect: Digest | str | None = None,
     limits: Limits | None = None,
 ) -> VerifyResult:
-    """Verify ``archive`` while extracting it to ``dest`` (which must not exist); nothing is
-    left on failure. See :func:`casstore.archive.read.extract_archive`."""
+    """Verify ``archive`` while extracting it to ``dest`` (missing, its parents made, or an
+    empty directory: :class:`casstore.archive.destination.Destination`); nothing is left on
+    failure. See :func:`casstore.archive.read.extract_archive`."""
     archive, dest = arguments.path(archive, "archive"), arguments.path(dest, "dest")
     expect = arguments.address(expect)
     return extract_archive(archive, dest, expect, arguments.limits(limits))
@@ -199,8 +200,9 @@ def checkout(
     store: Store, ref: str, dest: Path | str, progress: Progress = NO_PROGRESS
 ) -> CheckoutResult:
     """Check a taskset (or task) reference out of ``store`` into the dataset directory
-    ``dest``: every archive verified, extracted safely and loaded with Harbor's ``Task``
-    (what a worker does before ``harbor run``). See :func:`casstore.store.checkout.checkout`."""
+    ``dest`` (``extract``'s rule: missing or an empty directory): every archive verified,
+    extracted safely and loaded with Harbor's ``Task`` (what a worker does before ``harbor
+    run``). See :func:`casstore.store.checkout.checkout`."""
     ref, dest = arguments.text(ref, "ref"), arguments.path(dest, "dest")
     return check_store(store).checkout(ref, dest, progress)
 

@@ -5,7 +5,8 @@
 
 * an existing directory: the Harbor job directories in it (``casstore.trials.find_jobs``),
   each parsed directly (``read_job``) with ``reward_key`` (default ``reward``);
-* a ``.jsonl`` file: saved trials (``read_trials_jsonl``; their recorded reward key);
+* an existing ``.jsonl`` that is no directory: saved trials (``read_trials_jsonl``; their
+  recorded reward key; a FIFO, a device or a socket refused as not a regular file);
 * anything else: the id or name of a job imported in the store
   (``Jobs(store).reward_table``): an open :class:`~casstore.store.Store`, or its root,
   opened once, for the first such source.
@@ -80,7 +81,7 @@ def load_sources(
             path = Path(source)
             if path.is_dir():
                 tables += _job_directories(path, reward_key, trials)
-            elif path.suffix == ".jsonl" and path.is_file():
+            elif path.suffix == ".jsonl" and path.exists():  # a FIFO too: refused as one
                 tables.append(_trials_file(path, trials))
             else:
                 if opened is None:

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from casstore.errors import CheckError
-from cli.options import CompressionOption, JsonOption, LimitOption, limits_from
+from cli.options import (
+    CompressionOption,
+    DestArgument,
+    JsonOption,
+    LimitOption,
+    limits_from,
+)
 from cli.output import emit_json, fail, out_console
 
 if TYPE_CHECKING:
@@ -204,12 +210,12 @@ def _print_line(line: str) -> None:
 
 def extract(
     archive: Annotated[Path, typer.Argument(help="The archive file to extract.")],
-    dest: Annotated[Path, typer.Argument(help="New directory to create; it gets the task.")],
+    dest: DestArgument,
     expect: ExpectOption = None,
     limit: LimitOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Verify an archive while extracting it safely into DEST (which must not exist)."""
+    """Verify an archive while extracting it safely into DEST/<top directory>/."""
     from casstore.archive.read import extract_archive  # here: for start-up time
 
     result = extract_archive(archive, dest, expect, limits_from(limit))

@@ -17,6 +17,7 @@ from casstore.archive.limits import Limits
 
 __all__ = [
     "CompressionOption",
+    "DestArgument",
     "GlobalOptions",
     "JsonOption",
     "LimitOption",
@@ -36,6 +37,13 @@ CompressionOption = Annotated[
     Compression,
     typer.Option("--compression", "-c", help="gzip (default), zstd, or none (plain tar)."),
 ]
+DestArgument = Annotated[
+    Path,
+    typer.Argument(
+        help="A new directory (missing parents are made) or an empty one (kept, then filled)."
+    ),
+]
+"""``extract``'s and ``checkout``'s DEST: one rule (:mod:`casstore.archive.destination`)."""
 LimitOption = Annotated[
     list[str] | None,
     typer.Option(

@@ -14,15 +14,16 @@ which copy to drop.
 
 Options:
 
-* ``--k 1,2,4``: comma-separated integers >= 1 (no empty item); default 1, 2, 4, … up to the
-  attempts per task;
+* ``--k 1,2,4``: comma-separated integers from 1 to 2**31 (``scoring.MAX_K``, the most attempts
+  a task can have; no empty item; a k beyond the run's attempts has no eligible task); default
+  1, 2, 4, … up to the attempts per task;
 * ``--threshold T``: a finite number; an attempt succeeds when its primary reward >= T;
 * ``--metric mean|sum|min|max|PATH`` (repeatable): Harbor's metrics, or a ``metric.py`` run as
   Harbor runs it (``uv run PATH -i rewards.jsonl -o metric.json``; uv from ``CASSTORE_UV``,
   ``PATH`` or ``<repo>/.tools/bin/uv``, else the current interpreter; see
   :mod:`scoring._metric_script`);
 * ``--metric-timeout SECONDS``: how long each metric.py may run before its process group is
-  killed (default 60; a number > 0);
+  killed (default 60; a number > 0, at most 86400: a day);
 * ``--group-by FIELDS``: comma-separated distinct fields among agent, model, dataset; ``""``
   means no groups;
 * ``--taskset REF``: checks the trials against a stored taskset (unknown trial tasks and taskset
@@ -41,6 +42,7 @@ start-up time: every command imports this module (README, "Start-up").
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -59,6 +61,10 @@ if TYPE_CHECKING:
 __all__ = ["print_report", "register"]
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+"""A k as ``--k`` takes it: ASCII digits only."""
+
+
 def _parse_ks(text: str | None) -> list[int] | None:
     """``--k`` text → integers (each >= 1 is :func:`scoring.check_options`'s rule)."""
     if text is None:
@@ -66,10 +72,14 @@ def _parse_ks(text: str | None) -> list[int] | None:
     parts = [part.strip() for part in text.split(",")]
     if not all(parts):
         raise UsageError("--k", f"empty item in {text!r}: give comma-separated integers >= 1")
-    try:
-        return [int(part) for part in parts]
-    except ValueError:
-        raise UsageError("--k", f"not a comma-separated list of integers: {text!r}") from None
+    if not all(_INTEGER.fullmatch(part) for part in parts):  # int() takes "1_0" and "١"
+        raise UsageError("--k", f"not a comma-separated list of integers: {text!r}")
+    for part in parts:  # too many digits for int(): far beyond the bound
+        if len(part) > 100:
+            from scoring._options import k_refused  # here: for start-up time
+
+            raise k_refused(part)
+    return [int(part) for part in parts]
 
 
 def _parse_group_by(text: str) -> list[str]:
@@ -190,7 +200,8 @@ RewardKeyOption = Annotated[
     str | None, typer.Option("--reward-key", help="Primary reward key (default reward).")
 ]
 KsOption = Annotated[
-    str | None, typer.Option("--k", help="Comma-separated k values (default 1,2,4,…,5,10,…).")
+    str | None,
+    typer.Option("--k", help="Comma-separated k values, 1 to 2**31 (default 1,2,4,…,5,10,…)."),
 ]
 ThresholdOption = Annotated[
     float, typer.Option("--threshold", help="Success: primary >= threshold (finite).")
@@ -215,7 +226,7 @@ MetricTimeoutOption = Annotated[
     float,
     typer.Option(
         "--metric-timeout",
-        help="Seconds each metric.py may run before it is killed (> 0).",
+        help="Seconds each metric.py may run before it is killed (> 0, at most 86400).",
     ),
 ]
 

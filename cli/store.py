@@ -20,7 +20,7 @@ import typer
 
 from casstore.errors import UsageError
 from casstore.names import DEFAULT_FILESET, DEFAULT_WORKSPACE
-from cli.options import CompressionOption, GlobalOptions, JsonOption
+from cli.options import CompressionOption, DestArgument, GlobalOptions, JsonOption
 from cli.output import emit_json, out_console, print_lines, progress_bar
 
 if TYPE_CHECKING:
@@ -229,7 +229,7 @@ taskset_app.command(
 def checkout(
     ctx: typer.Context,
     ref: Annotated[str, typer.Argument(help="Taskset or task reference.")],
-    dest: Annotated[Path, typer.Argument(help="Dataset directory to create.")],
+    dest: DestArgument,
     json: JsonOption = False,
 ) -> None:
     """Verify, extract and validate every task of REF into DEST/<task dir>/."""
@@ -270,7 +270,8 @@ def gc(
     ctx: typer.Context,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list.")] = False,
     min_age: Annotated[
-        float, typer.Option("--min-age", min=0, help="Spare files younger than this (s, >= 0).")
+        float,
+        typer.Option("--min-age", help="Spare files younger than this (seconds, finite, >= 0)."),
     ] = 60.0,
     json: JsonOption = False,
 ) -> None:

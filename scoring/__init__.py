@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from scoring._harbor_rewards import HarborRewards
     from scoring._mean import OutputStats, output_stats
     from scoring._metric_script import run_metric_script
-    from scoring._options import check_options
+    from scoring._options import MAX_K, MAX_METRIC_TIMEOUT, check_options, k_refused
     from scoring._partials import Partials
     from scoring._pass_at_k import PassAtK, default_ks, pass_at_k, pass_hat_k
     from scoring._rules import STATUS_NAMES, Attempts, Code, Diagnostics, Status, apply_rules
@@ -41,6 +41,8 @@ __all__ = [
     "DEFAULT_GROUP_BY",
     "DEFAULT_METRIC_TIMEOUT",
     "GROUP_FIELDS",
+    "MAX_K",
+    "MAX_METRIC_TIMEOUT",
     "SCHEMA",
     "STATUS_NAMES",
     "Attempts",
@@ -69,6 +71,7 @@ __all__ = [
     "harbor_evals_key",
     "harbor_metric",
     "harbor_pass_at_k",
+    "k_refused",
     "load_views",
     "output_stats",
     "parse_views",
@@ -98,7 +101,10 @@ _HOMES = {
     "OutputStats": "scoring._mean",
     "output_stats": "scoring._mean",
     "run_metric_script": "scoring._metric_script",
+    "MAX_K": "scoring._options",
+    "MAX_METRIC_TIMEOUT": "scoring._options",
     "check_options": "scoring._options",
+    "k_refused": "scoring._options",
     "Partials": "scoring._partials",
     "PassAtK": "scoring._pass_at_k",
     "default_ks": "scoring._pass_at_k",

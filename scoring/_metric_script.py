@@ -38,7 +38,7 @@ from typing import Any
 from casstore.errors import UsageError
 from scoring._defaults import DEFAULT_METRIC_TIMEOUT
 from scoring._errors import MetricScriptError
-from scoring._options import check_metric_timeout
+from scoring._options import check_metric_script, check_metric_timeout
 
 __all__ = ["DEFAULT_METRIC_TIMEOUT", "UV_ENV", "find_uv", "metric_command", "run_metric_script"]
 
@@ -114,14 +114,16 @@ def run_metric_script(
     """Run ``script`` on ``rewards``; return the JSON object it wrote.
 
     Raises :class:`MetricScriptError` (one line naming the script and the last line of its
-    stderr; the whole stderr in ``.stderr``) when the script is missing, exits non-zero, runs
-    longer than ``timeout`` seconds or writes no JSON object; :class:`UsageError` when
-    ``timeout`` is not a finite number > 0 (:func:`scoring._options.check_metric_timeout`).
+    stderr; the whole stderr in ``.stderr``) when the script exits non-zero, runs longer than
+    ``timeout`` seconds, writes no JSON object or is missing; :class:`UsageError` when it is
+    not a regular file (:func:`scoring._options.check_metric_script`) or when ``timeout`` is
+    out of bounds (:func:`scoring._options.check_metric_timeout`).
     """
     script = Path(script)
     check_metric_timeout(timeout)
-    if not script.is_file():
+    if not os.path.lexists(script):
         raise MetricScriptError(str(script), "metric script not found")
+    check_metric_script(script)
     with tempfile.TemporaryDirectory(prefix="casstore-metric-") as temp:
         input_path = Path(temp) / "rewards.jsonl"
         output_path = Path(temp) / "metric.json"

@@ -106,8 +106,9 @@ def per_task_products(n: np.ndarray, a: np.ndarray, ks: list[int]) -> dict[int, 
     # max(a − j, 0) is the same for every a <= 0: clipping keeps the pairs few and the bits
     pair_n, pair_a, inverse = pair_index(descending, np.maximum(a_sorted, 0))
     ns, As = pair_n.astype(np.float64), pair_a.astype(np.float64)
-    # number of tasks (pairs) with n > j, for j = 0 .. max k − 1
-    top = wanted[-1]
+    # number of tasks (pairs) with n > j, for j = 0 .. max k − 1; no task is eligible for a k
+    # beyond the largest n (left empty): the work follows the attempts, never a k up to 2**31
+    top = min(wanted[-1], int(descending.max()))
     active = np.searchsorted(-descending, -np.arange(top), side="left")
     pair_active = np.searchsorted(-pair_n, -np.arange(top), side="left")
     product = np.ones(ns.size)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from casstore.errors import UsageError
+from casstore.inputs import read_regular
 from scoring._errors import ScoringError
 from scoring._harbor_metrics import BUILTIN_METRICS
 
@@ -102,14 +102,14 @@ def parse_views(data: Any, where: str = "views") -> list[View]:
 def load_views(path: Path | str) -> list[View]:
     """Read a TOML (``.toml``) or JSON view file.
 
-    A file that cannot be read (missing, a directory) is a :class:`UsageError`; one that does
-    not parse or declares bad views is a :class:`ScoringError`.
+    A file that cannot be read (missing, not a regular file: :mod:`casstore.inputs`) is a
+    :class:`UsageError`; one that does not parse or declares bad views is a
+    :class:`ScoringError`.
     """
     path = Path(path)
+    raw = read_regular(path, "cannot read views")
     try:
-        text = path.read_text()
-    except OSError as error:
-        raise UsageError(str(path), f"cannot read views: {error.strerror or error}") from None
+        text = raw.decode().replace("\r\n", "\n").replace("\r", "\n")  # as read_text
     except UnicodeDecodeError:
         raise ScoringError(str(path), "cannot read views: not UTF-8 text") from None
     try:

@@ -31,10 +31,12 @@ def make_task(root: Path, name: str = "task", files: dict[str, str] | None = Non
     return task
 
 
-def snapshot(root: Path) -> dict[str, tuple]:
+def snapshot(root: Path, *, reader_tables: bool = True) -> dict[str, tuple]:
     """Every entry below ``root``: relative path → ``("dir", mode)``, ``("file", mode, size,
-    sha256 hex)`` or ``("link", target)``; walked with directory descriptors so that paths
-    beyond PATH_MAX are seen too; links never followed."""
+    sha256 hex)``, ``("link", target)`` or ``("special", file type, mode)`` (a FIFO or a
+    device, never opened); walked with directory descriptors so that paths beyond PATH_MAX are
+    seen too; links never followed. ``reader_tables=False``: an LMDB ``lock.mdb`` only as
+    ``("lock", mode)``, since every reader of a store writes its slot there."""
     result: dict[str, tuple] = {}
     for dirpath, dirnames, filenames, dirfd in os.fwalk(root, follow_symlinks=False):
         relative_dir = os.path.relpath(dirpath, root)
@@ -46,6 +48,10 @@ def snapshot(root: Path) -> dict[str, tuple]:
                 result[key] = ("link", os.readlink(name, dir_fd=dirfd))
             elif stat.S_ISDIR(info.st_mode):
                 result[key] = ("dir", mode)
+            elif not stat.S_ISREG(info.st_mode):
+                result[key] = ("special", stat.S_IFMT(info.st_mode), mode)
+            elif name == "lock.mdb" and not reader_tables:
+                result[key] = ("lock", mode)
             else:
                 fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dirfd)
                 with os.fdopen(fd, "rb") as handle:

@@ -76,6 +76,7 @@ def test_bad_usage_exits_2(argv, task, tmp_path, capsys):
     archive = tmp_path / "t.tgz"
     pack_tree(task, archive)
     (tmp_path / "existing").mkdir()
+    (tmp_path / "existing" / "f").write_text("x")  # an empty directory is a destination
     names = {"ARCHIVE": str(archive), "EXISTING": str(tmp_path / "existing"), "TASK": str(task)}
     code, _, err = run_cli(capsys, *[names.get(a, a) for a in argv])
     assert code == 2

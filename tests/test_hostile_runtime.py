@@ -53,7 +53,8 @@ def test_a_fifo_in_place_of_result_json_is_unreadable_not_a_hang(
         {
             "code": "result_unreadable",
             "count": 1,
-            "trials": [{"trial_dir": "t1__7", "reason": "result.json empty"}],
+            # never read: refused by its kind (casstore.inputs), no longer read as empty
+            "trials": [{"trial_dir": "t1__7", "reason": "result.json not a regular file (a FIFO)"}],
         }
     ]
 

@@ -112,11 +112,14 @@ def test_unwritable_output_is_bad_usage_naming_it(task, tmp_path, where, rule):
     assert not (task / "self.tgz").exists()
 
 
-def test_extract_into_a_missing_folder_says_so(task, tmp_path):
+def test_extract_below_a_file_says_so(task, tmp_path):
+    """A missing folder is made (tests/test_destination.py); a file in the way is named."""
     archive = tmp_path / "a.tgz"
     pack_tree(task, archive)
+    (tmp_path / "nope").write_text("a file")
     dest = tmp_path / "nope" / "deeper" / "out"
     with pytest.raises(UsageError) as caught:
         extract_archive(archive, dest)
-    assert str(caught.value) == f"{dest}: the destination's parent folder does not exist"
-    assert not (tmp_path / "nope").exists()
+    rule = f"the destination's parent {tmp_path / 'nope'} is not a directory"
+    assert str(caught.value) == f"{dest}: {rule}"
+    assert (tmp_path / "nope").read_text() == "a file"

@@ -206,8 +206,8 @@ def test_hanging_metric_script_times_out(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("timeout", "rule"),
     [
-        (0, "must be > 0 seconds, not 0"),
-        (-1, "must be > 0 seconds, not -1"),
+        (0, "must be > 0 and at most 86400 seconds (a day), not 0"),
+        (-1, "must be > 0 and at most 86400 seconds (a day), not -1"),
         (float("nan"), "must be a finite number, not nan"),
         (float("inf"), "must be a finite number, not inf"),
     ],
@@ -538,7 +538,7 @@ def test_huge_rewards_give_no_warnings_and_usage_errors_come_first(tmp_path: Pat
     marker = tmp_path / "started"
     script = tmp_path / "metric.py"
     script.write_text(f"open({str(marker)!r}, 'w').close()\nimport time\ntime.sleep(60)\n")
-    with pytest.raises(UsageError, match="--k: every k must be an integer >= 1"):
+    with pytest.raises(UsageError, match="--k: every k must be an integer from 1 to 2147483648"):
         score(make_table(rows), ks=[0], metrics=[script], metric_timeout=30)
     with pytest.raises(ScoringError, match="cannot group by"):
         score(make_table(rows), group_by=["bogus"], metrics=[script], metric_timeout=30)

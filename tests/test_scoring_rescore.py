@@ -74,8 +74,16 @@ def test_the_same_trial_twice_is_refused(capsys, tmp_path: Path, job: Path) -> N
     [
         ("--threshold", "nan", "--threshold: must be a finite number, not nan"),
         ("--threshold", "inf", "--threshold: must be a finite number, not inf"),
-        ("--metric-timeout", "0", "--metric-timeout: must be > 0 seconds, not 0"),
-        ("--metric-timeout", "-1", "--metric-timeout: must be > 0 seconds, not -1"),
+        (
+            "--metric-timeout",
+            "0",
+            "--metric-timeout: must be > 0 and at most 86400 seconds (a day), not 0",
+        ),
+        (
+            "--metric-timeout",
+            "-1",
+            "--metric-timeout: must be > 0 and at most 86400 seconds (a day), not -1",
+        ),
         ("--k", "", "--k: empty item in ''"),
         ("--k", "1,,2", "--k: empty item in '1,,2'"),
         ("--group-by", "agent,agent", "--group-by: field 'agent' repeated"),

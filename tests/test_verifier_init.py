@@ -220,6 +220,16 @@ def test_init_rejects_a_missing_task_directory(tmp_path: Path) -> None:
     assert str(caught.value) == f"{tmp_path / 'absent'}: task directory does not exist"
 
 
+def test_init_names_what_is_there_instead_of_a_task_directory(tmp_path: Path) -> None:
+    """A FIFO (or a file) named as the task: what it is, not "does not exist"."""
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "file").write_text("x")
+    for name, kind in (("fifo", "a FIFO"), ("file", "a regular file")):
+        with pytest.raises(UsageError) as caught:
+            init_verifier(tmp_path / name)
+        assert str(caught.value) == f"{tmp_path / name}: not a directory ({kind})"
+
+
 def test_init_rejects_a_directory_that_is_not_a_task(task: Path) -> None:
     (task / "task.toml").unlink()
     with pytest.raises(TaskFormatError) as caught:

@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from casstore.archive.regular import read_regular
+from casstore.inputs import read_if_regular
 
 __all__ = [
     "CACHE_ENV",
@@ -141,7 +141,7 @@ def lookup(text: bytes) -> TaskFacts | None:
     if path is None or versions is None:
         return None
     try:
-        data = read_regular(path, _trusted)
+        data = read_if_regular(path, _trusted)
     except OSError:
         return None
     return None if data is None else _facts(data, _key(text, versions)[1])

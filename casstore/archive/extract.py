@@ -3,26 +3,23 @@
 Members arrive in canonical depth-first order after their checks, so the parent of each one is
 the innermost directory opened so far: the extractor keeps a stack of directory descriptors
 and creates every entry relative to its parent's descriptor with ``O_EXCL | O_NOFOLLOW``
-(never following a link on disk), inside a fresh private temporary directory beside the
-destination. A file is created with its mode when ``open`` can give it (no bits beyond
+(never following a link on disk), inside the fresh private staging directory of its
+:class:`~casstore.archive.destination.Destination` (the rule for ``DEST``: missing or an empty
+directory). A file is created with its mode when ``open`` can give it (no bits beyond
 ``0o777``, none the umask clears), else its mode is set with ``fchmod``: three system calls
 for a small file (open, write, close; GNU tar makes six). Directories get their modes last,
-deepest first; nothing is chowned. ``commit`` renames the temporary directory into place with
+deepest first; nothing is chowned. ``commit`` moves the result into place with
 ``RENAME_NOREPLACE``; ``abort`` removes it.
 """
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
+from casstore.archive.destination import Destination
 from casstore.archive.tarformat import Kind
 from casstore.archive.tarstream import Sink
-from casstore.errors import UsageError
 
 __all__ = ["Extractor"]
 
@@ -31,19 +28,17 @@ _FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXE
 
 
 class Extractor:
-    """Extracts into ``dest`` (must not exist; its parent must be a directory)."""
+    """Extracts into ``dest`` (missing, or an empty directory:
+    :class:`~casstore.archive.destination.Destination`)."""
 
     def __init__(self, dest: Path) -> None:
-        self.dest = Path(os.path.abspath(dest))
-        if os.path.lexists(self.dest):
-            raise UsageError(str(dest), "destination already exists")
-        if not self.dest.parent.is_dir():
-            missing = not os.path.lexists(self.dest.parent)
-            rule = "folder does not exist" if missing else "is not a directory"
-            raise UsageError(str(dest), f"the destination's parent {rule}")
-        self._temporary = tempfile.mkdtemp(prefix=f".{self.dest.name}.", dir=self.dest.parent)
+        self.destination = Destination(dest)
         self._stack: list[tuple[tuple[str, ...], int]] = []
-        self._root = os.open(self._temporary, _DIR_FLAGS)
+        try:
+            self._root = os.open(self.destination.staging, _DIR_FLAGS)
+        except BaseException:
+            self.destination.abort()
+            raise
         self._dir_modes: list[tuple[tuple[str, ...], int]] = []
         self._top = ""
         self._umask = _umask()
@@ -81,8 +76,7 @@ class Extractor:
         self._apply_dir_modes()
         os.close(self._root)
         self._root = -1
-        os.chmod(self._temporary, 0o777 & ~self._umask)
-        _rename_noreplace(self._temporary, self.dest)
+        self.destination.commit(0o777 & ~self._umask)
 
     def _apply_dir_modes(self) -> None:
         # The directories again in archive order, each opened relative to its parent's
@@ -108,7 +102,7 @@ class Extractor:
         if self._root >= 0:
             os.close(self._root)
             self._root = -1
-        shutil.rmtree(self._temporary, ignore_errors=True)
+        self.destination.abort()
 
     def _close_stack(self) -> None:
         while self._stack:
@@ -151,25 +145,3 @@ def _umask() -> int:
     current = os.umask(0o022)
     os.umask(current)
     return current
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_AT_FDCWD = -100
-_RENAME_NOREPLACE = 1
-
-
-def _rename_noreplace(source: str, dest: Path) -> None:
-    """``rename`` that fails instead of replacing an existing ``dest`` (Linux renameat2)."""
-    renameat2 = getattr(_libc, "renameat2", None)
-    if renameat2 is not None:
-        args = (_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(dest), _RENAME_NOREPLACE)
-        if renameat2(*args) == 0:
-            return
-        code = ctypes.get_errno()
-        if code == errno.EEXIST:
-            raise UsageError(str(dest), "destination appeared during extraction")
-        if code not in (errno.ENOSYS, errno.EINVAL):
-            raise OSError(code, os.strerror(code), str(dest))
-    if os.path.lexists(dest):
-        raise UsageError(str(dest), "destination appeared during extraction")
-    os.rename(source, dest)

@@ -9,19 +9,26 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, fields
 
+from casstore.bounds import shown
 from casstore.errors import LimitError, UsageError
 
-__all__ = ["Limits", "parse_size"]
+__all__ = ["MAX_LIMIT", "Limits", "parse_size"]
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 _UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "kib": KiB, "mib": MiB, "gib": GiB}
-_SIZE = re.compile(r"\s*(\d+)\s*([kmg]?i?b?)\s*", re.IGNORECASE)
+_SIZE = re.compile(r"\s*([0-9]+)\s*([kmg]?i?b?)\s*", re.IGNORECASE)  # ASCII digits only
+
+
+MAX_LIMIT = (1 << 63) - 1
+"""The largest value of any limit: the largest file size or offset (``off_t``)."""
+_RULE = f"a limit is a whole number from 1 to {MAX_LIMIT} (bytes or entries)"
 
 
 @dataclass(frozen=True, slots=True, init=False)
 class Limits:
-    """Bounds on what one archive may hold. Sizes are bytes; all are ints > 0 (anything else,
-    or an unknown name, is a one-line :class:`UsageError` naming the limit).
+    """Bounds on what one archive may hold. Sizes are bytes; all are ints from 1 to
+    :data:`MAX_LIMIT` (anything else, or an unknown name, is a one-line :class:`UsageError`
+    naming the limit and :data:`_RULE`).
 
     ``max_entries``: entries below and including the top-level directory.
     ``max_file_bytes``: size of one regular file.
@@ -46,14 +53,12 @@ class Limits:
     max_config_bytes: int = 1 * MiB
 
     def __init__(self, **limits: int) -> None:
-        """UsageError (one line, naming the limit) for a value that is not a whole number > 0
-        (checked in the order above, first), then for an unknown limit."""
+        """UsageError (one line, naming the limit) for a value that is not a whole number from
+        1 to :data:`MAX_LIMIT` (checked in the order above, first), then for an unknown limit."""
         for name in _NAMES:
             value = limits.get(name, _DEFAULTS[name])
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                shown = f"{value!r} ({type(value).__name__})"
-                rule = f"a limit is a whole number > 0 (bytes or entries), not {shown}"
-                raise UsageError(name, rule)
+            if type(value) is not int or not 0 < value <= MAX_LIMIT:
+                raise UsageError(name, _refused(value))
             object.__setattr__(self, name, value)
         for name in limits:
             if name not in _DEFAULTS:
@@ -68,9 +73,12 @@ class Limits:
     def with_overrides(self, assignments: list[str]) -> Limits:
         """A copy with ``["name=value", ...]`` applied; sizes accept KiB/MiB/GiB/k/M/G.
 
-        Raises :class:`UsageError` for an unknown name or a malformed value.
+        Raises :class:`UsageError` for an unknown name or a malformed value, naming the
+        assignment (its value cut as :func:`casstore.bounds.shown` cuts it) and, for a value
+        out of bounds, the rule :class:`Limits` itself states.
         """
         updates: dict[str, int] = {}
+        given: dict[str, str] = {}
         for assignment in assignments:
             name, sep, value = assignment.partition("=")
             name = name.strip().replace("-", "_")
@@ -79,25 +87,40 @@ class Limits:
             if not sep or name not in _DEFAULTS:
                 known = ", ".join(_NAMES)
                 raise UsageError(assignment, f"a limit is NAME=VALUE with NAME one of {known}")
-            updates[name] = parse_size(value)
+            given[name] = f"{assignment.partition('=')[0]}={shown(value)}"
+            try:
+                updates[name] = parse_size(value)
+            except UsageError as error:
+                raise UsageError(given[name], error.rule) from None
         try:
             return Limits(**{name: getattr(self, name) for name in _NAMES} | updates)
-        except UsageError as error:  # a value of 0
-            raise UsageError(", ".join(assignments), "limits must be positive") from error
+        except UsageError as error:  # a value out of bounds, named as it was given
+            raise UsageError(given.get(error.path or "", error.path), error.rule) from None
 
 
 _NAMES = tuple(field.name for field in fields(Limits))
 _DEFAULTS = {field.name: field.default for field in fields(Limits)}
 
 
+def _refused(value: object) -> str:
+    """The rule a refused limit value broke, showing the value (and its type unless an int)."""
+    if type(value) is int:
+        return f"{_RULE}, not {shown(value)}"
+    return f"{_RULE}, not {shown(repr(value))} ({type(value).__name__})"
+
+
 def parse_size(text: str) -> int:
-    """``"64KiB"`` → 65536, ``"4G"`` → 4e9, ``"100000"`` → 100000. Raises UsageError."""
+    """``"64KiB"`` → 65536, ``"4G"`` → 4e9, ``"100000"`` → 100000. Raises UsageError (a
+    number of more digits than any limit has: :data:`_RULE`)."""
     match = _SIZE.fullmatch(text)
     unit = match.group(2).lower() if match else "?"
     if unit.endswith("b") and not unit.endswith("ib"):
         unit = unit[:-1]
     if match is None or unit not in _UNITS:
         raise UsageError(
-            text, "a size is a whole number with an optional unit (KiB, MiB, GiB, k, M, G)"
+            shown(text), "a size is a whole number with an optional unit (KiB, MiB, GiB, k, M, G)"
         )
+    digits = match.group(1).lstrip("0")
+    if len(digits) > len(str(MAX_LIMIT)):  # beyond the bound, maybe beyond int()'s 4300 digits
+        raise UsageError(shown(text), f"{_RULE}, not {shown(digits)}")
     return int(match.group(1)) * _UNITS[unit]

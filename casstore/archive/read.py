@@ -4,9 +4,10 @@ One streaming pass checks, within ``Limits``: the SHA-256 address, the bounded d
 one top-level directory, safe and normalized names without duplicates, nothing below a link or
 a file, only directories, files and links, the link rules against the archive's own entries,
 the Harbor task layout, and that every header, the order and the padding are exactly what the
-packager writes. Extraction writes into a fresh temporary directory beside the destination
-(no-follow opens relative to directory descriptors, modes applied by us, no chown) and renames
-it into place only when every check passed; on failure nothing is left behind.
+packager writes. Extraction writes into a fresh staging directory of the destination
+(:mod:`casstore.archive.destination`; no-follow opens relative to directory descriptors, modes
+applied by us, no chown) and moves it into place only when every check passed; on failure
+nothing is left behind.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from casstore.errors import (
     NotCanonicalError,
     SymlinkError,
     UnsafePathError,
-    UsageError,
 )
+from casstore.inputs import open_binary
 
 __all__ = ["VerifyResult", "extract_archive", "verify_archive"]
 
@@ -57,7 +58,8 @@ def verify_archive(
     """Verify ``archive`` (a path); ``expect`` is the address it must have.
 
     Raises a :class:`casstore.errors.CheckError` subclass naming the entry and the rule, or
-    :class:`UsageError` if the file cannot be opened or ``expect`` is malformed.
+    :class:`UsageError` if the file cannot be opened, is not a regular file
+    (:mod:`casstore.inputs`) or ``expect`` is malformed.
     """
     return _read(Path(archive), _expected(expect), limits or Limits(), None)
 
@@ -68,9 +70,10 @@ def extract_archive(
     expect: Digest | str | None = None,
     limits: Limits | None = None,
 ) -> VerifyResult:
-    """Verify ``archive`` while extracting it; ``dest`` (must not exist) then holds the
-    archive's top-level directory. On any error ``dest`` stays absent and nothing is written
-    outside a temporary directory that is removed. Raises as :func:`verify_archive`."""
+    """Verify ``archive`` while extracting it; ``dest`` (missing, its parents made, or an
+    empty directory: :class:`~casstore.archive.destination.Destination`) then holds the
+    archive's top-level directory. On any error ``dest`` stays as it was and nothing is
+    written outside a staging directory that is removed. Raises as :func:`verify_archive`."""
     expected = _expected(expect)
     extractor = Extractor(Path(dest))
     try:
@@ -101,11 +104,7 @@ def _read(
 def _read_checked(
     archive: Path, expect: Digest | None, limits: Limits, extractor: Extractor | None
 ) -> VerifyResult:
-    try:
-        handle = open(archive, "rb")  # noqa: SIM115 - closed below
-    except OSError as error:
-        raise UsageError(str(archive), f"cannot open archive: {error.strerror}") from error
-    with handle:
+    with open_binary(archive, "cannot open archive") as handle:
         compression = detect(handle.read(512))
         handle.seek(0)
         checker = _Checker(limits, extractor)

@@ -21,7 +21,6 @@ from pathlib import Path
 from casstore.archive.layout import TaskLayout, check_config, check_tree_layout
 from casstore.archive.limits import Limits
 from casstore.archive.links import Node, check_link
-from casstore.archive.regular import read_regular
 from casstore.archive.tarformat import Kind
 from casstore.errors import (
     CheckError,
@@ -30,6 +29,7 @@ from casstore.errors import (
     UnsafePathError,
     UsageError,
 )
+from casstore.inputs import file_kind, read_if_regular
 
 __all__ = [
     "PayloadCount",
@@ -43,14 +43,6 @@ __all__ = [
     "stat_key",
     "walk_tree",
 ]
-
-_SPECIAL = {
-    stat.S_IFIFO: "FIFO",
-    stat.S_IFSOCK: "socket",
-    stat.S_IFCHR: "character device",
-    stat.S_IFBLK: "block device",
-}
-
 
 StatKey = tuple[int, int, int, int, int]
 """What must not change while an entry is packed, from its ``lstat``: ``(mode, inode, device,
@@ -239,8 +231,8 @@ def _children(directory: SourceEntry, limits: Limits) -> list[SourceEntry]:
                 raise _vanished(name, error) from error
             children.append(((*parts, text), "symlink", key, target, name, path))
         else:
-            kind = _SPECIAL.get(stat.S_IFMT(mode), "unknown entry")
-            raise EntryTypeError(name, f"a {kind} cannot be archived (only files, dirs, links)")
+            kind = file_kind(mode)
+            raise EntryTypeError(name, f"{kind} cannot be archived (only files, dirs, links)")
     return children
 
 
@@ -265,10 +257,11 @@ def _decode(raw: bytes, display: str) -> str:
 
 
 def _read_config(path: Path, display: str, limits: Limits) -> bytes | None:
-    """task.toml's bytes, or None when it is absent or not a regular file."""
+    """task.toml's bytes, or None when it is absent or not a regular file (a link, a FIFO:
+    :func:`casstore.inputs.read_if_regular`)."""
 
     def within_limits(info: os.stat_result) -> bool:
         limits.check("max_config_bytes", info.st_size, display)
         return True
 
-    return read_regular(path, within_limits)
+    return read_if_regular(path, within_limits)

@@ -2,28 +2,23 @@
 
 Every archive is read, its address and structure verified while it is extracted safely
 (:func:`casstore.archive.read.extract_archive`), its content digest compared with the revision's,
-and the task loaded with Harbor's own ``Task``. The dataset is built in a temporary directory beside
-``dest`` and renamed into place only when every task passed; on failure nothing is left.
+and the task loaded with Harbor's own ``Task``. ``dest`` follows extraction's rule
+(:class:`casstore.archive.destination.Destination`: missing, its parents made, or an empty
+directory); the dataset is built in its staging directory and moved into place only when every
+task passed; on failure nothing is left.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from casstore.archive.destination import Destination
 from casstore.archive.read import extract_archive
-from casstore.errors import (
-    CheckError,
-    DigestMismatchError,
-    StoreError,
-    TaskFormatError,
-    UsageError,
-)
+from casstore.errors import CheckError, DigestMismatchError, StoreError, TaskFormatError
 from casstore.progress import NO_PROGRESS, Progress
 from casstore.store.fileset import in_archive
 from casstore.store.handle import StoreHandle
@@ -56,29 +51,25 @@ def load_harbor_task(path: Path) -> Any:
 def checkout(
     store: StoreHandle, ref: str, dest: Path, progress: Progress = NO_PROGRESS
 ) -> CheckoutResult:
-    """Check out ``ref`` of ``store`` into ``dest`` (must not exist, or be an empty
-    directory), laid out as ``dest/<task dir name>/...``.
+    """Check out ``ref`` of ``store`` into ``dest`` (missing, its parents made, or an empty
+    directory: :class:`~casstore.archive.destination.Destination`), laid out as
+    ``dest/<task dir name>/...``.
 
     Raises UnknownReferenceError / UsageError for a bad reference or ``dest``; StoreError
     for a missing archive or two tasks with one directory name; the check errors
     (DigestMismatchError, CorruptArchiveError, ...) for an archive that fails verification.
     """
-    dest = Path(dest)
     kind, items = resolve(store, ref)
-    if dest.is_symlink() or (dest.exists() and (not dest.is_dir() or any(dest.iterdir()))):
-        raise UsageError(str(dest), "the checkout destination must not exist or be empty")
     dirs = [revision.dir_name for _, revision in items]
     if len(set(dirs)) != len(dirs):
         raise StoreError(ref, "two tasks share a directory name; cannot lay them out")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.checkout-", dir=dest.parent))
-    os.chmod(staging, 0o755)
-    progress.start(len(items))
+    destination = Destination(dest)
     rows = []
     try:
+        progress.start(len(items))
         for position, (task, revision) in enumerate(items):
             path = store.filesets.path_of(revision.archive_ref)
-            _extract_task(path, revision, staging, position)
+            _extract_task(path, revision, destination.staging, position)
             rows.append(
                 {
                     "task": task,
@@ -88,11 +79,9 @@ def checkout(
                 }
             )
             progress.advance(task)
-        if dest.exists():
-            dest.rmdir()
-        os.rename(staging, dest)
+        destination.commit(0o755)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        destination.abort()
         raise
     return CheckoutResult(ref=ref, kind=kind, dest=str(dest), tasks=rows)
 

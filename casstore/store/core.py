@@ -13,10 +13,12 @@ tasks, tasksets, lookup, checkout, fsck, gc) and takes the store as a
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from casstore.errors import UsageError, is_text, printable
+from casstore.inputs import file_kind
 from casstore.lazy import DeferredMethod
 from casstore.store.fileset import Filesets
 from casstore.store.index import DEFAULT_MAP_SIZE, Index
@@ -30,14 +32,42 @@ if TYPE_CHECKING:
     from casstore.store.gc import gc
     from casstore.store.publish import publish, retry
 
-__all__ = ["NO_STORE", "Store", "check_store", "is_store"]
+__all__ = ["LAYOUT", "NO_STORE", "Store", "check_layout", "check_store", "is_store"]
 
 NO_STORE = "no casstore store here (publish something first, or pass --store DIR)"
+LAYOUT = (
+    ("", True),
+    ("index", True),
+    ("filesets", True),
+    ("index/data.mdb", False),
+    ("index/lock.mdb", False),
+)
+"""The entries of a store directory (relative paths, ``""`` the directory itself), each with
+whether it is a directory (else a regular file)."""
 
 
 def is_store(root: Path) -> bool:
     """True when ``root`` holds a store's index (what ``Store(root, create=False)`` opens)."""
     return (root / "index" / "data.mdb").is_file()
+
+
+def check_layout(root: Path) -> None:
+    """UsageError naming ``root`` when an entry of :data:`LAYOUT` exists as another kind of
+    file (followed when a symbolic link): ``not a casstore store (DIR/index is a regular file,
+    not a directory)``. casstore never makes such a directory and cannot tell a foreign one
+    from a damaged one, so every command refuses it alike (exit 2) before anything is opened
+    or written; a missing entry is no error here (a new store creates them)."""
+    for name, directory in LAYOUT:
+        path = root / name if name else root
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:  # missing (or unreadable: opening says why)
+            continue
+        if (stat.S_ISDIR if directory else stat.S_ISREG)(mode):
+            continue
+        wanted = "a directory" if directory else "a regular file"
+        rule = f"not a casstore store ({path} is {file_kind(mode)}, not {wanted})"
+        raise UsageError(str(root), rule)
 
 
 class Store:
@@ -65,8 +95,7 @@ class Store:
         if not is_text(str(root)):  # undecodable bytes: no LMDB path
             raise UsageError(printable(str(root)), "the store path is not valid UTF-8")
         self.root = Path(root)
-        if self.root.exists() and not self.root.is_dir():
-            raise UsageError(str(root), "the store is not a directory")
+        check_layout(self.root)
         if not create and not is_store(self.root):
             raise UsageError(str(root), NO_STORE)
         self.root.mkdir(parents=True, exist_ok=True)

@@ -13,13 +13,14 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from casstore.bounds import finite, shown
 from casstore.errors import UsageError
 from casstore.store.fileset import Temporary
 from casstore.store.handle import StoreHandle
 from casstore.store.index import Txn
 from casstore.store.lookup import stored_revision
 
-__all__ = ["GcReport", "gc"]
+__all__ = ["GcReport", "check_min_age", "gc"]
 
 
 class GcReport(BaseModel):
@@ -44,10 +45,10 @@ def gc(store: StoreHandle, dry_run: bool = False, min_age: float = 60.0) -> GcRe
     than ``min_age`` seconds (a concurrent publication's not yet registered archive is
     younger). Runs while holding the index's write lock, so no registration interleaves
     (StoreError on a store that cannot be written); ``dry_run`` only lists, in a read
-    transaction. UsageError unless ``min_age >= 0``."""
+    transaction. UsageError unless ``min_age`` is a finite number >= 0
+    (:func:`check_min_age`)."""
     filesets = store.filesets
-    if not min_age >= 0:
-        raise UsageError(str(min_age), "the minimum age must be a number of seconds >= 0")
+    min_age = check_min_age(min_age)
     cutoff = time.time() - min_age
 
     def body(txn: Txn) -> GcReport:
@@ -88,3 +89,12 @@ def gc(store: StoreHandle, dry_run: bool = False, min_age: float = 60.0) -> GcRe
     if dry_run:  # removes nothing: no lock needed, and a read-only store can be listed
         return store.index.read(body)
     return store.index.write(body, lock_only=True)  # it writes files, never the index
+
+
+def check_min_age(min_age: float) -> float:
+    """``min_age`` (``gc --min-age``) as seconds; UsageError naming ``--min-age`` unless it
+    is a finite number >= 0 (``inf`` would spare every file, ``nan`` compares with none)."""
+    seconds = finite("--min-age", min_age)
+    if seconds < 0:
+        raise UsageError("--min-age", f"must be >= 0 seconds, not {shown(min_age)}")
+    return seconds

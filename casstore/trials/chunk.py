@@ -18,9 +18,10 @@ import msgspec
 import numpy as np
 
 from casstore.errors import is_text
+from casstore.inputs import OPEN_FLAGS, not_regular, path_problem
 from casstore.table.columns import Kind, harbor_evals_key
 from casstore.trials.evidence import Evidence, encode_evidence_pack, entry_key, references
-from casstore.trials.files import OPEN_FLAGS, READ_SIZE, read_rest
+from casstore.trials.files import READ_SIZE, read_rest
 from casstore.trials.parse import parse_stored
 from casstore.trials.records import TrialRecord
 from casstore.trials.result import ResultUnreadable
@@ -155,12 +156,20 @@ def _parse_all(
     dir_fd: int | None, base: str, names: list[str], dict_id: str | None
 ) -> tuple[list[int], list[tuple[int, str]], list[StoredTrialRecord], list[bytes]]:
     """``(rows, errors, records, result.json bytes)`` of the trial directories ``names``
-    (under ``dir_fd``, else ``base``): a record per readable one, a reason per other one."""
+    (under ``dir_fd``, else ``base``): a record per readable one, a reason per other one.
+
+    A result.json that is no regular file is refused by its kind (:mod:`casstore.inputs`):
+    opened without blocking, it cannot be opened (a socket), fails to read (a directory, a
+    FIFO whose writer wrote nothing yet), reads as empty (a FIFO without a writer,
+    ``/dev/null``) or fills the first read (``/dev/zero``), and each of these is checked on
+    the descriptor. A whole small first read, what a regular file gives, is not: an ``fstat``
+    per trial would cost ~10% of the parse, and only a FIFO or a device that has just
+    delivered those few bytes can look like one (bounded and without blocking)."""
     rows: list[int] = []
     errors: list[tuple[int, str]] = []
     records: list[StoredTrialRecord] = []
     datas: list[bytes] = []
-    open_, read, close = os.open, os.read, os.close
+    open_, fstat, read, close = os.open, os.fstat, os.read, os.close
     for index, name in enumerate(names):
         if not is_text(name):
             errors.append((index, "the trial directory's name is not valid UTF-8"))
@@ -170,15 +179,21 @@ def _parse_all(
             fd = open_(base + path, OPEN_FLAGS, dir_fd=dir_fd)
             try:
                 data = read(fd, READ_SIZE)
-                if len(data) == READ_SIZE:
-                    data = read_rest(fd, data)
+                problem = None
+                if not data or len(data) == READ_SIZE:  # empty or long: a FIFO, a device?
+                    problem = not_regular(fstat(fd).st_mode)  # (_parse_all's docstring)
+                    if problem is None and data:
+                        data = read_rest(fd, data)
             finally:
                 close(fd)
         except FileNotFoundError:
             errors.append((index, "result.json missing"))
             continue
-        except OSError as error:
-            errors.append((index, f"result.json unreadable: {error.strerror or error}"))
+        except OSError as error:  # a socket cannot be opened: named by its kind
+            problem = path_problem(base + path, dir_fd=dir_fd)
+            problem = problem or f"unreadable: {error.strerror or error}"
+        if problem is not None:
+            errors.append((index, f"result.json {problem}"))
             continue
         try:  # evidence: its key once compressed (pack_chunk); result_path relative, as stored
             record = parse_stored(data, evidence="", evidence_dict=dict_id, result_path=path)

@@ -1,8 +1,9 @@
 """Read the files of a job directory safely (the job's id: :mod:`casstore.trials.identity`).
 
 A job-level file (``config.json``, ``lock.json``, ``result.json``) or a trial's
-``result.json`` is opened without blocking (a FIFO put in its place reads as empty) and refused
-beyond :data:`MAX_RESULT_BYTES` (a device, a runaway file).
+``result.json`` is read only when it is a regular file, opened without blocking
+(:mod:`casstore.inputs`: a FIFO, a device or a socket in its place is never read), and refused
+beyond :data:`MAX_RESULT_BYTES` (a runaway file).
 """
 
 from __future__ import annotations
@@ -10,17 +11,16 @@ from __future__ import annotations
 import errno
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from casstore.errors import is_text
+from casstore.errors import UsageError, is_text
+from casstore.inputs import open_regular
 
 __all__ = [
     "MAX_RESULT_BYTES",
-    "OPEN_FLAGS",
     "READ_SIZE",
     "decode_json",
     "read_bytes",
@@ -31,8 +31,6 @@ __all__ = [
 
 READ_SIZE = 1 << 16
 """Bytes of the first read of a file (most trial result.json files fit)."""
-# O_NONBLOCK: a FIFO put where a result.json belongs reads as empty instead of blocking
-OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 MAX_RESULT_BYTES = 64 << 20
 """A result.json beyond this size is refused (a device, a runaway file)."""
 _JSON = msgspec.json.Decoder()
@@ -53,12 +51,10 @@ def read_rest(fd: int, head: bytes) -> bytes:
 def read_bytes(path: Path) -> bytes | None:
     """A job-level file's bytes; None when it is missing, unreadable or not a regular file."""
     try:
-        fd = os.open(path, OPEN_FLAGS)
-    except OSError:
+        fd = open_regular(path)
+    except UsageError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
         return read_rest(fd, b"")
     except OSError:
         return None

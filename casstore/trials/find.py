@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from casstore.errors import UsageError
+from casstore.trials.files import read_bytes
 
 __all__ = ["find_jobs", "subdir_names"]
 
@@ -86,9 +87,10 @@ def _jobs_at(path: Path) -> list[Path]:
 
 
 def _load_json(path: Path) -> Any:
+    data = read_bytes(path)  # a regular file only, opened without blocking
     try:
-        return _JSON.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError):
+        return None if data is None else _JSON.decode(data)
+    except msgspec.DecodeError:
         return None
 
 

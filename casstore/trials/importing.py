@@ -28,6 +28,7 @@ databases are described in :mod:`casstore.trials.stored`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -67,10 +68,12 @@ def import_jobs(
     no job (or ``--name`` with several jobs), :class:`CheckError` for an unusable job or
     saved-trials file.
     """
-    files = [Path(p) for p in paths if Path(p).is_file() and str(p).endswith(".jsonl")]
+    # any .jsonl that is no directory is a trials file: read_trials_jsonl refuses what is no
+    # regular file (casstore.inputs)
+    files = [Path(p) for p in paths if str(p).endswith(".jsonl") and _is_file_argument(p)]
     dirs = [Path(p) for p in paths if Path(p) not in files]
     for p in paths:
-        if Path(p).is_file() and Path(p) not in files:
+        if Path(p) not in files and _is_file_argument(p):
             raise UsageError(str(p), "not a Harbor job directory or a trials .jsonl file")
     job_dirs = find_jobs(dirs) if dirs else []
     if name is not None and len(job_dirs) + len(files) != 1:
@@ -89,6 +92,11 @@ def import_jobs(
     for file in files:
         reports += _import_file(index, file, name)
     return reports
+
+
+def _is_file_argument(path: Path | str) -> bool:
+    """Whether ``path`` names something that is no directory."""
+    return os.path.exists(path) and not os.path.isdir(path)
 
 
 def _import_file(index: Index, file: Path, name: str | None) -> list[ImportReport]:

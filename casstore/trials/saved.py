@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 
 from casstore.errors import RewardKeyError, UsageError
+from casstore.inputs import read_regular
 from casstore.table.columns import Kind
 from casstore.trials.records import REWARD_KEY_METADATA, TrialRecord, job_id_problem
 
@@ -101,16 +102,14 @@ def rebuild_hint(job_dir: str | None, reward_key: str | None) -> str:
 def read_trials_jsonl(path: Path | str) -> tuple[str, list[TrialRecord]]:
     """``(reward key, records)`` of a saved-trials file (blank lines ignored).
 
-    Raises :class:`UsageError` when the file cannot be read, :class:`RewardKeyError` (exit 1)
+    Raises :class:`UsageError` when the file cannot be read or is not a regular file
+    (:mod:`casstore.inputs`), :class:`RewardKeyError` (exit 1)
     when a line is not a trial object, when a trial has no
     ``metadata["harbor_primary_reward_key"]``, when trials disagree on it, or when the file
     holds no trial; its message names the line and the rebuild command.
     """
     path = Path(path)
-    try:
-        text = path.read_bytes()
-    except OSError as error:
-        raise UsageError(str(path), f"cannot read: {error.strerror or error}") from None
+    text = read_regular(path, "cannot read")
     records: list[TrialRecord] = []
     reward_key: str | None = None
     for number, line in enumerate(text.splitlines(), start=1):

@@ -14,11 +14,13 @@ them. Every file is written with a fixed mode, so packing the task stays determi
 from __future__ import annotations
 
 import ast
+import os
 import shlex
 import shutil
 from pathlib import Path, PurePosixPath
 
 from casstore.errors import TaskFormatError, UsageError
+from casstore.inputs import file_kind, open_binary, read_regular
 
 __all__ = [
     "DEFAULT_VERIFIER",
@@ -111,7 +113,11 @@ def init_verifier(
     """
     task = Path(task_dir)
     if not task.is_dir():
-        raise UsageError(str(task), "task directory does not exist")
+        try:
+            rule = f"not a directory ({file_kind(task.stat().st_mode)})"
+        except OSError:
+            rule = "task directory does not exist"
+        raise UsageError(str(task), rule)
     check_task(task)
     verifier_in_tests = verifier_location(verifier)
     check_verifier_module(task / _TESTS / verifier_in_tests)
@@ -135,7 +141,7 @@ def check_task(task: Path) -> None:
     config_path = task / "task.toml"
     if not config_path.is_file():
         raise TaskFormatError(str(task), "not a Harbor task: no task.toml")
-    config = parse_task_config(str(config_path), config_path.read_bytes())
+    config = parse_task_config(str(config_path), read_regular(config_path))
     if config.environment.os.value == "windows":
         raise UsageError(
             str(config_path), "a Windows task runs tests/test.bat; the verifier shim is POSIX sh"
@@ -164,10 +170,10 @@ def check_verifier_module(path: Path) -> None:
 
     A ``def``/``async def``, an assignment or an import binding the name counts.
     """
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise UsageError(str(path), "verifier file does not exist")
     try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
+        tree = ast.parse(read_regular(path), filename=str(path))
     except (SyntaxError, ValueError) as error:
         raise UsageError(str(path), f"the verifier is not valid Python: {error}") from None
     if "verify" not in _top_level_names(tree):
@@ -206,7 +212,7 @@ def check_replaceable(shim: Path, force: bool) -> None:
 
 def _head(path: Path) -> str:
     """The first lines of ``path`` as text (undecodable bytes replaced)."""
-    with path.open("rb") as stream:
+    with open_binary(path) as stream:  # a FIFO there is refused, never waited on
         return stream.read(512).decode("utf-8", errors="replace")
 
 
