@@ -169,7 +169,9 @@ def progress_bar(description: str, every: int = 1) -> Iterator[_Bar | _Silent]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, console=err_console, transient=True) as progress:
+    # rich enters its console as a context manager: the real one, not the lazy stand-in
+    console = cast("_LazyConsole", err_console)._console
+    with Progress(*columns, console=console, transient=True) as progress:
         bar = _Bar(progress, description, every)
         yield bar
         bar.flush()

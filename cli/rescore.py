@@ -30,6 +30,9 @@ Options:
 * ``--views FILE``: a TOML or JSON view file (:mod:`scoring._views`);
 * ``--json``: prints the object documented in :mod:`scoring.report`; otherwise a summary table.
 
+A progress bar on stderr (a terminal only) counts the trial directories of the job
+directories read.
+
 Exit status: 0 ok; 1 the trials cannot be scored (mixed reward keys, a trial given twice, a
 taskset mismatch, a failing metric script: one line ``<script>: metric script failed (exit N):
 <last stderr line>``); 2 bad usage (an unknown job, taskset or path, a missing metric script or
@@ -48,7 +51,7 @@ import typer
 
 from casstore.errors import UsageError
 from cli.options import GlobalOptions, JsonOption
-from cli.output import emit_json, out_console
+from cli.output import emit_json, out_console, progress_bar
 from scoring._defaults import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, GROUP_FIELDS
 
 if TYPE_CHECKING:
@@ -255,18 +258,20 @@ def rescore(
     # the option values' rules (scoring's), checked before --group-by is parsed
     check_options(ks=ks, threshold=threshold, metrics=metrics, metric_timeout=metric_timeout)
     fields = _parse_group_by(group_by)
-    report = api.rescore(
-        sources,
-        options.store,
-        reward_key=reward_key,
-        views=views,
-        taskset=taskset,
-        ks=ks,
-        threshold=threshold,
-        group_by=fields,
-        metrics=metrics,
-        metric_timeout=metric_timeout,
-    )
+    with progress_bar("rescore", every=64) as bar:  # only on a terminal
+        report = api.rescore(
+            sources,
+            options.store,
+            reward_key=reward_key,
+            views=views,
+            taskset=taskset,
+            ks=ks,
+            threshold=threshold,
+            group_by=fields,
+            metrics=metrics,
+            metric_timeout=metric_timeout,
+            progress=bar,
+        )
     if json:
         emit_json(report.to_json())
     else:
