@@ -1,6 +1,6 @@
-"""The command line's conventions (issue 18, item 5): ``-h``, ``--version``, global options
-on either side of the command, shell completion, help that reads well, progress on a
-terminal."""
+"""The command line's conventions (issue 18, items 5 and 7): ``-h``, ``--version``, global
+options on either side of the command, shell completion, help that reads well, and text
+output that reads well (tables, empty sections, notes)."""
 
 from __future__ import annotations
 
@@ -132,6 +132,89 @@ def test_help_keeps_sentences_whole_and_shows_no_type_for_flags(
         assert value in out  # an option taking a value shows its type
 
 
+# --- item 7: text output ------------------------------------------------------------------
+
+
+def test_rescore_tables_are_tab_separated_when_piped(
+    example_job: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(capsys, "rescore", str(example_job))
+    assert (code, err) == (0, "")
+    assert "┃" not in out and "│" not in out
+    assert (
+        "outputs\n"
+        "output\tmean\t± stderr\t95% CI\tmeasured\tcoverage\n"
+        "reward\t0.6667\t0.2404\t[0.196, 1.138]\t15/15\t1.000\n"
+        "style\t0.6540\t—\t—\t5/5\t1.000\n"
+    ) in out
+    assert "k\tpass@k\t± stderr\tpass^k\teligible tasks\n1\t0.6667\t0.2404\t0.6667\t3\n" in out
+
+
+def test_harbor_metrics_are_a_table_and_empty_sections_are_not_printed(
+    example_job: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out, _ = run_cli(capsys, "rescore", str(example_job))
+    assert "harbor metrics\nmetric\tvalue\nreward\t0.6666666666666666\nstyle\t0.218\n" in out
+    assert "harbor pass@k" not in out  # Harbor computed none for this job
+    assert "{" not in out and "[{" not in out  # no Python repr anywhere
+    assert "exceptions AgentTimeoutError 1, NonZeroAgentExitCodeError 1" in out
+    assert "diagnostics   verifier_result_missing 1" in out
+
+
+def test_rescore_tasks_prints_a_table_of_every_task(
+    example_job: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out, _ = run_cli(capsys, "rescore", str(example_job), "--tasks", "--json")
+    tasks = json.loads(out)["tasks"]
+    _, out, _ = run_cli(capsys, "rescore", str(example_job), "--tasks")
+    lines = out.split("tasks\ntask\tattempts\tsuccesses\tmean reward\tstatuses\n")[1].splitlines()
+    assert len(tasks) == 3
+    for line, task in zip(lines, tasks, strict=False):
+        name, attempts, successes, mean, _ = line.split("\t")
+        assert (name, int(attempts), int(successes)) == (
+            task["task"],
+            task["attempts"],
+            task["successes"],
+        )
+        assert mean == f"{task['outputs']['reward']['mean']:.4f}"
+    _, plain, _ = run_cli(capsys, "rescore", str(example_job))
+    assert "\ntasks\n" not in plain
+
+
+def test_a_k_without_eligible_task_is_named(
+    example_job: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out, _ = run_cli(capsys, "rescore", str(example_job), "--k", "1,5,6,50")
+    assert "6\t—\t—\t—\t0\n50\t—\t—\t—\t0\n" in out
+    note = "no eligible task for k = 6, 50: no task has that many attempts (tasks have at most 5)"
+    assert f"\n{note}\n" in out
+    assert "no eligible task" not in run_cli(capsys, "rescore", str(example_job))[1]
+
+
+@pytest.mark.parametrize("what", ["tasks", "tasksets", "jobs"])
+def test_ls_of_an_empty_store_says_so(
+    what: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from casstore.store import Store
+
+    Store(tmp_path / "store", create=True).close()
+    code, out, err = run_cli(capsys, "--store", str(tmp_path / "store"), "ls", what)
+    assert (code, out) == (0, "")
+    assert err.startswith(f"no {what} in the store {tmp_path / 'store'} (")
+    code, out, err = run_cli(capsys, "--store", str(tmp_path / "store"), "ls", what, "--json")
+    assert (code, json.loads(out), err) == (0, [], "")
+
+
+def test_demo_prints_harbor_metrics_as_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_cli(capsys, "demo", "--dir", str(tmp_path / "demo"))
+    assert code == 0
+    assert "step\tresult\n" in out
+    line = "rescore\tharbor metrics reward 0.6666666666666666, style 0.218: as the job recorded\n"
+    assert line in out
+
+
 class Recorder:
     """A :class:`casstore.progress.Progress` that keeps what it was told."""
 
@@ -204,3 +287,22 @@ def test_progress_bars_work_on_a_terminal(tmp_path: Path) -> None:
     assert code == 0, drawn
     assert out.startswith(b"new    default/task#sha256:")
     assert b"object repr" not in drawn
+
+
+def test_harbor_pass_at_k_is_a_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.trials_builder import make_job, trial_json, trial_result
+
+    trials = {
+        f"{task}__{attempt}": trial_json(
+            trial_result(task, f"{task}__{attempt}", {"reward": float(attempt < wins)})
+        )
+        for task, wins in (("a", 1), ("b", 2))
+        for attempt in range(2)
+    }
+    job = make_job(tmp_path / "job", trials)
+    _, out, _ = run_cli(capsys, "rescore", str(job), "--json")
+    harbor = json.loads(out)["harbor_pass_at_k"]
+    ((key, values),) = harbor.items()
+    assert values == {"2": 1.0}
+    _, out, _ = run_cli(capsys, "rescore", str(job))
+    assert f"harbor pass@k\nevals key\tk\tpass@k\n{key}\t2\t1.0\n" in out
