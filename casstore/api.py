@@ -233,12 +233,14 @@ def rescore(
     views: Sequence[View] | Path | str | None = None,
     taskset: str | None = None,
     metric_timeout: float = DEFAULT_METRIC_TIMEOUT,
+    progress: Progress = NO_PROGRESS,
 ) -> ScoreReport:
     """Score the trials of ``sources`` (one or several job directories, saved-trials files,
     ids or names of jobs imported in ``store``: an open :class:`Store`, left open, or the root
     of one), as ``casstore rescore`` does. ``views``: a view file or views; with ``taskset``
     the trials are checked against that taskset and the views its task revisions declare
-    apply too (``views`` win on a name). The other options as :func:`scoring.score` takes
+    apply too (``views`` win on a name). ``progress``: the trial directories of the job
+    directories given, as they are read. The other options as :func:`scoring.score` takes
     them, checked before any source is read; :mod:`scoring.report` documents the report."""
     found = arguments.paths(sources, "sources")
     opened = store if isinstance(store, Store) else arguments.path(store, "store")
@@ -247,7 +249,7 @@ def rescore(
     check_options(**options)
     chosen = arguments.views(views)
     declared = list(load_views(chosen) if isinstance(chosen, Path) else chosen or [])
-    table = load_sources(found, opened, reward_key)
+    table = load_sources(found, opened, reward_key, progress)
     if taskset is not None:
         names = {view.name for view in declared}
         items = check_taskset(table, opened, arguments.text(taskset, "taskset"))

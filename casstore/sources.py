@@ -34,10 +34,12 @@ from pathlib import Path
 import numpy as np
 
 from casstore.errors import ScoringError, UnknownReferenceError, UsageError
+from casstore.progress import NO_PROGRESS, Progress
 from casstore.store import Store, TaskRevision
 from casstore.table.columns import RewardTable
 from casstore.table.concat import concat_tables
 from casstore.trials import Jobs, find_jobs, read_job, read_trials_jsonl, table_from_records
+from casstore.trials.find import subdir_names
 from scoring import View, parse_views
 
 __all__ = ["StoreArgument", "check_taskset", "load_sources", "open_store", "taskset_views"]
@@ -65,22 +67,30 @@ def _opened(store: StoreArgument) -> Iterator[Store]:
 
 
 def load_sources(
-    sources: Sequence[str | Path], store: StoreArgument, reward_key: str | None = None
+    sources: Sequence[str | Path],
+    store: StoreArgument,
+    reward_key: str | None = None,
+    progress: Progress = NO_PROGRESS,
 ) -> RewardTable:
     """The trials of every source, as one table (see the module docstring); ``store`` is read
-    only for imported jobs (a root is opened once, for the first of them).
+    only for imported jobs (a root is opened once, for the first of them). ``progress``:
+    ``start(trial directories of the job directories given)``, then ``advance`` per trial
+    directory read (imported jobs and trials files are read whole, unreported).
 
     Raises ScoringError when a trial (job id + trial name) is given twice, UsageError when a
     path-like source does not exist.
     """
     tables: list[RewardTable] = []
     trials = _TrialSources()
+    listings = _listings(sources)
+    if listings:
+        progress.start(sum(len(names) for names in listings.values()))
     with ExitStack() as stack:
         opened = None
         for source in sources:
             path = Path(source)
             if path.is_dir():
-                tables += _job_directories(path, reward_key, trials)
+                tables += _job_directories(path, reward_key, trials, listings, progress)
             elif path.suffix == ".jsonl" and path.exists():  # a FIFO too: refused as one
                 tables.append(_trials_file(path, trials))
             else:
@@ -91,13 +101,25 @@ def load_sources(
     return concat_tables(tables)
 
 
+def _listings(sources: Sequence[str | Path]) -> dict[Path, list[str]]:
+    """The trial directories of every job directory found in the directory ``sources``."""
+    jobs = [job for source in sources if Path(source).is_dir() for job in find_jobs([source])]
+    return {job: subdir_names(job) for job in jobs}
+
+
 def _job_directories(
-    path: Path, reward_key: str | None, trials: _TrialSources
+    path: Path,
+    reward_key: str | None,
+    trials: _TrialSources,
+    listings: dict[Path, list[str]],
+    progress: Progress,
 ) -> list[RewardTable]:
     """The table of every Harbor job directory at ``path`` (parsed directly)."""
     tables = []
     for job in find_jobs([path]):
-        table = read_job(job, reward_key or "reward").table
+        table = read_job(
+            job, reward_key or "reward", trial_dirs=listings.get(job), progress=progress.advance
+        ).table
         trials.add(str(job), _by_job(table))
         tables.append(table)
     return tables

@@ -39,7 +39,7 @@ def parameters(command: Any, parent: Any = None) -> Iterator[Any]:
     ``--help`` option included (made now, as parsing would make it)."""
     from typer._click import Context
 
-    ctx = Context(command, parent=parent)
+    ctx = Context(command, parent=parent, **(command.context_settings or {}))
     yield from command.get_params(ctx)
     for sub in getattr(command, "commands", {}).values():
         yield from parameters(sub, ctx)

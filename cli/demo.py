@@ -18,7 +18,7 @@ import typer
 
 from casstore.errors import CheckError, UsageError
 from cli.options import JsonOption
-from cli.output import emit_json, out_console
+from cli.output import emit_json, out_console, print_table
 from cli.rescore import print_report
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def demo(
         check_taskset(table, directory / "store", pinned.ref)
     report = score(table)
     recorded = _recorded_metrics(job_dir)
-    steps.append(("rescore", f"harbor metrics {report.harbor_metrics}, recorded {recorded}"))
+    steps.append(("rescore", _metrics_step(report.harbor_metrics, recorded)))
     seconds = round(time.perf_counter() - started, 2)
     if json:
         emit_json(_json(directory, archive, published, pinned, checkout, imported, report, seconds))
@@ -113,6 +113,26 @@ def _recorded_metrics(job_dir: Path) -> list[Any] | None:
         return None
 
 
+def _metrics_step(computed: list[Any] | None, recorded: list[Any] | None) -> str:
+    """The rescore step: Harbor's metrics as computed, and whether they equal the recorded
+    ones (``name value``, never Python reprs)."""
+
+    def text(metrics: list[Any] | None) -> str:
+        pairs = [
+            f"{k} {v}"
+            for entry in metrics or []
+            if isinstance(entry, dict)
+            for k, v in entry.items()
+        ]
+        return ", ".join(pairs) or "none"
+
+    if recorded is None:
+        return f"harbor metrics {text(computed)} (the job recorded none)"
+    if computed == recorded:
+        return f"harbor metrics {text(computed)}: as the job recorded"
+    return f"harbor metrics {text(computed)}; the job recorded {text(recorded)}"
+
+
 def _json(directory, archive, published, pinned, checkout, imported, report, seconds) -> dict:
     return {
         "store": str(directory / "store"),
@@ -127,14 +147,8 @@ def _json(directory, archive, published, pinned, checkout, imported, report, sec
 
 
 def _print(steps: list[tuple[str, str]], directory: Path, seconds: float) -> None:
-    from rich.table import Table
-
-    table = Table(title=f"casstore demo in {directory} ({seconds} s)", title_justify="left")
-    table.add_column("step")
-    table.add_column("result", overflow="fold")
-    for step, result in steps:
-        table.add_row(step, result)
-    out_console.print(table)
+    title = f"casstore demo in {directory} ({seconds} s)"
+    print_table(title, ("step", "result"), steps, left=2, fold=("result",))
     out_console.print(
         f"store: {directory / 'store'}  (casstore --store {directory / 'store'} ls tasks)"
     )

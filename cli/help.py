@@ -14,20 +14,46 @@ changes what it imports, the stand-ins are dropped and ``typer.rich_utils`` is i
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 import types
 from typing import Any
 
-__all__ = ["prepare_help", "shows_help"]
+__all__ = ["prepare_help", "shows_help", "tidy_help"]
 
 _UNUSED = {"rich.markdown": "Markdown", "rich.traceback": "Traceback"}
 _GROUPS = frozenset({"taskset", "verifier"})
 
 
 def shows_help(args: list[str]) -> bool:
-    """Whether ``casstore args`` prints help: ``--help`` anywhere, no arguments at all, or a
-    command group alone (``casstore verifier``)."""
-    return not args or "--help" in args or (len(args) == 1 and args[0] in _GROUPS)
+    """Whether ``casstore args`` prints help: ``--help`` or ``-h`` anywhere, no arguments at
+    all, or a command group alone (``casstore verifier``)."""
+    return not args or "--help" in args or "-h" in args or (len(args) == 1 and args[0] in _GROUPS)
+
+
+def tidy_help(command: Any) -> None:
+    """Make the help of ``command`` (a built typer group) read well: a flag shows no value
+    type (typer writes ``<bool>`` beside every flag, which takes no value), and each paragraph
+    of a command's text is one paragraph, rewrapped to the terminal (typer keeps the line
+    breaks of the docstring, which then break sentences in the middle). A paragraph starting
+    with ``\\b`` keeps its lines, as in click."""
+    from cli.coerce import parameters
+
+    for param in parameters(command):
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in _commands(command):
+        if sub.help:
+            sub.help = "\n\n".join(
+                part if part.startswith("\b") else " ".join(part.split())
+                for part in inspect.cleandoc(sub.help).split("\n\n")
+            )
+
+
+def _commands(command: Any) -> Any:
+    yield command
+    for sub in getattr(command, "commands", {}).values():
+        yield from _commands(sub)
 
 
 class _Deferred(type):

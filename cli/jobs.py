@@ -43,7 +43,7 @@ import typer
 
 from casstore.errors import UsageError
 from cli.options import GlobalOptions, JsonOption
-from cli.output import emit_json, out_console, progress_bar
+from cli.output import emit_json, empty_listing, out_console, progress_bar
 
 if TYPE_CHECKING:
     from casstore.store import Store
@@ -196,6 +196,8 @@ def ls_jobs(options: GlobalOptions, json: bool) -> None:
     if json:
         emit_json(rows)
         return
+    if not rows:
+        return empty_listing("jobs", options)
     for row in rows:
         codes = ", ".join(f"{c}={n}" for c, n in row["failure_codes"].items()) or "-"
         out_console.print(f"{row['name']}  {row['job']}  {row['trials']} trials  {codes}")

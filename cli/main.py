@@ -26,7 +26,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 from casstore.errors import CasstoreError, UsageError, printable
 from cli import archive, demo, jobs, rescore, store
 from cli.coerce import light_coercion
-from cli.help import prepare_help, shows_help
+from cli.help import prepare_help, shows_help, tidy_help
 from cli.options import GlobalOptions
 from cli.output import as_casstore_error, emit_json, error_json, fail
 from cli.verifier import verifier_app
@@ -37,9 +37,28 @@ app = typer.Typer(
     name="casstore",
     help="Content-addressed archive store and metrics engine for Harbor task suites.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion (typer's, for each shell)
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    """``--version``: one line, the installed versions read from their metadata (Harbor is
+    not imported)."""
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    python = ".".join(map(str, sys.version_info[:3]))
+    print(f"casstore {installed('casstore')} (Harbor {installed('harbor')}, Python {python})")
+    raise typer.Exit(0)
 
 
 @app.callback()
@@ -50,9 +69,20 @@ def _global_options(
         typer.Option(
             "--store",
             envvar="CASSTORE_HOME",
-            help="Store directory (default ./.casstore; env CASSTORE_HOME).",
+            metavar="DIR",
+            help="Store directory (default ./.casstore; env CASSTORE_HOME); before or after "
+            "the command.",
         ),
     ] = ".casstore",
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="Print the versions of casstore, Harbor and Python, and exit.",
+        ),
+    ] = False,
 ) -> None:
     """Content-addressed archive store and metrics engine for Harbor task suites."""
     if not store.strip():
@@ -104,11 +134,13 @@ def run(argv: list[str] | None = None) -> int:
     already reported it).
     """
     args = sys.argv[1:] if argv is None else argv
-    if shows_help(args):
-        prepare_help()
     try:
+        args = global_options_first(args)
         command = typer.main.get_command(app)  # what app(...) runs, with light conversions
         light_coercion(command)
+        if shows_help(args):
+            prepare_help()
+            tidy_help(command)
         result = command(args=args, prog_name="casstore", standalone_mode=False)
     except typer.Exit as done:
         return done.exit_code
@@ -125,6 +157,43 @@ def run(argv: list[str] | None = None) -> int:
     except OSError as error:
         return _failed(args, as_casstore_error(error), 1)
     return result if isinstance(result, int) else 0
+
+
+_GLOBAL_VALUES = ("--store",)
+"""Global options that take a value, accepted after the command too."""
+_GLOBAL_FLAGS = ("--json",)
+"""Options of every command that produces output, accepted before the command too."""
+
+
+def global_options_first(args: list[str]) -> list[str]:
+    """``args`` with ``--store DIR`` (or ``--store=DIR``) given after the command moved before
+    it, and ``--json`` given before the command moved after it: ``casstore ls tasks --store S``
+    is ``casstore --store S ls tasks``, ``casstore --json ls tasks`` is ``casstore ls tasks
+    --json``. Nothing after ``--`` moves."""
+    start = 0
+    while start < len(args) and args[start].startswith("-") and args[start] != "--":
+        start += 2 if args[start] in _GLOBAL_VALUES else 1
+    head, tail = list(args[:start]), list(args[start:])
+    if not tail or {"--install-completion", "--show-completion"} & set(head):
+        return list(args)
+    end = tail.index("--") if "--" in tail else len(tail)
+    rest, moved, i = [], [], 0
+    while i < end:
+        item = tail[i]
+        if item in _GLOBAL_VALUES:
+            if i + 1 >= end:
+                raise UsageError(item, "needs a value (the store directory)")
+            moved += tail[i : i + 2]
+            i += 2
+            continue
+        if item.partition("=")[0] in _GLOBAL_VALUES:
+            moved.append(item)
+        else:
+            rest.append(item)
+        i += 1
+    flags = [item for item in head if item in _GLOBAL_FLAGS]
+    head = [item for item in head if item not in _GLOBAL_FLAGS]
+    return head + moved + rest + flags + tail[end:]
 
 
 def _failed(args: list[str], error: CasstoreError, code: int) -> int:

@@ -11,10 +11,10 @@ import json
 import math
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import typer
 
@@ -27,11 +27,13 @@ if TYPE_CHECKING:
 __all__ = [
     "as_casstore_error",
     "emit_json",
+    "empty_listing",
     "err_console",
     "error_json",
     "fail",
     "out_console",
     "print_lines",
+    "print_table",
     "progress_bar",
 ]
 
@@ -81,6 +83,43 @@ def print_lines(lines: Iterable[str]) -> None:
     """Write ``lines`` to stdout as they are (no markup, no rich), each made printable: for
     listings of many lines, where a console would cost more than the listing."""
     sys.stdout.write("".join(f"{printable(line)}\n" for line in lines))
+
+
+def print_table(
+    title: str,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    *,
+    left: int = 1,
+    fold: Collection[str] = (),
+) -> None:
+    """A table on stdout. On a terminal rich draws it (the first ``left`` columns aligned
+    left, the others right; ``fold`` columns wrap instead of being cut). Anywhere else (a
+    pipe, a file) it is plain text that never wraps: a line with the title, a line with the
+    column names, then one line per row, cells separated by tabs (README, "Commands")."""
+    if not sys.stdout.isatty():
+        lines = [title, "\t".join(columns), *("\t".join(row) for row in rows)]
+        print_lines(lines)
+        return
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(title), title_justify="left")
+    for index, column in enumerate(columns):
+        justify: Literal["left", "right"] = "left" if index < left else "right"
+        table.add_column(
+            Text(column), justify=justify, overflow="fold" if column in fold else "ellipsis"
+        )
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
+    out_console.print(table)
+
+
+def empty_listing(what: str, options: Any) -> None:
+    """``ls`` of nothing: stdout stays empty (a listing has no line), and one note on stderr
+    says so, naming the store (``options``: the global options)."""
+    hint = "import a job directory" if what == "jobs" else "publish a task or dataset"
+    sys.stderr.write(f"no {what} in the store {options.store} ({hint} first)\n")
 
 
 def emit_json(payload: Any) -> None:
@@ -169,7 +208,9 @@ def progress_bar(description: str, every: int = 1) -> Iterator[_Bar | _Silent]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, console=err_console, transient=True) as progress:
+    # rich enters its console as a context manager: the real one, not the lazy stand-in
+    console = cast("_LazyConsole", err_console)._console
+    with Progress(*columns, console=console, transient=True) as progress:
         bar = _Bar(progress, description, every)
         yield bar
         bar.flush()

@@ -2,7 +2,7 @@
 
 ``casstore [--store DIR] rescore SOURCE... [--reward-key K] [--k 1,2,4] [--threshold 1.0]
 [--metric mean|sum|min|max|PATH]... [--views FILE] [--group-by agent,model,dataset]
-[--taskset REF] [--metric-timeout SECONDS] [--json]``
+[--taskset REF] [--metric-timeout SECONDS] [--tasks] [--json]``
 
 SOURCE is an existing directory (Harbor job directories in it, scored directly), a ``.jsonl``
 file (saved trials) or the id/name of a job imported in the store; a SOURCE that looks like a
@@ -29,7 +29,13 @@ Options:
 * ``--taskset REF``: checks the trials against a stored taskset (unknown trial tasks and taskset
   tasks without trials are errors) and applies the views its task revisions declare;
 * ``--views FILE``: a TOML or JSON view file (:mod:`scoring._views`);
-* ``--json``: prints the object documented in :mod:`scoring.report`; otherwise a summary table.
+* ``--tasks``: the text output adds a table of every task;
+* ``--json``: prints the object documented in :mod:`scoring.report`; otherwise summary tables
+  (:func:`cli.output.print_table`: drawn on a terminal, tab-separated elsewhere), sections
+  with nothing in them left out, a note naming each k no task has enough attempts for.
+
+A progress bar on stderr (a terminal only) counts the trial directories of the job
+directories read.
 
 Exit status: 0 ok; 1 the trials cannot be scored (mixed reward keys, a trial given twice, a
 taskset mismatch, a failing metric script: one line ``<script>: metric script failed (exit N):
@@ -50,12 +56,10 @@ import typer
 
 from casstore.errors import UsageError
 from cli.options import GlobalOptions, JsonOption
-from cli.output import emit_json, out_console
+from cli.output import emit_json, out_console, print_table, progress_bar
 from scoring._defaults import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, GROUP_FIELDS
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from scoring import ScoreReport
 
 __all__ = ["print_report", "register"]
@@ -103,93 +107,141 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def print_report(report: ScoreReport) -> None:
-    """The summary tables of a score report, on stdout."""
+def print_report(report: ScoreReport, tasks: bool = False) -> None:
+    """The summary tables of a score report, on stdout (``tasks``: the per-task table too).
+    A section with nothing in it is not printed."""
     out_console.print(
         f"[bold]reward key[/bold] {report.reward_key}   threshold {report.threshold:g}   "
         + "   ".join(f"{name} {value}" for name, value in report.counts.items())
     )
-    out_console.print(_outputs_table(report))
+    _outputs_table(report)
     if report.pass_at_k:
-        out_console.print(_pass_at_k_table(report))
+        _pass_at_k_table(report)
     if len(report.groups) > 1 or (report.groups and report.group_by):
-        out_console.print(_groups_table(report))
+        _groups_table(report)
+    if tasks:
+        _tasks_table(report)
     _print_notes(report)
 
 
-def _outputs_table(report: ScoreReport) -> Table:
+def _outputs_table(report: ScoreReport) -> None:
     """Mean, standard error, interval and coverage of every output."""
-    from rich.table import Table
-
-    table = Table(title="outputs", title_justify="left")
-    for column in ("output", "mean", "± stderr", "95% CI", "measured", "coverage"):
-        table.add_column(column, justify="left" if column == "output" else "right")
+    rows = []
     for name, stats in report.outputs.items():
         interval = stats.to_json()["ci95"]
-        table.add_row(
-            name,
-            _fmt(stats.mean),
-            _fmt(stats.stderr),
-            "—" if interval is None else f"[{interval[0]:.3f}, {interval[1]:.3f}]",
-            f"{stats.measured}/{stats.attempts}",
-            _fmt(stats.coverage, 3),
+        rows.append(
+            (
+                name,
+                _fmt(stats.mean),
+                _fmt(stats.stderr),
+                "—" if interval is None else f"[{interval[0]:.3f}, {interval[1]:.3f}]",
+                f"{stats.measured}/{stats.attempts}",
+                _fmt(stats.coverage, 3),
+            )
         )
-    return table
+    columns = ("output", "mean", "± stderr", "95% CI", "measured", "coverage")
+    print_table("outputs", columns, rows)
 
 
-def _pass_at_k_table(report: ScoreReport) -> Table:
-    """pass@k (with its standard error) and pass^k for every k."""
-    from rich.table import Table
-
-    table = Table(
-        title=f"pass@k (success: {report.reward_key} >= {report.threshold:g})",
-        title_justify="left",
-    )
-    for column in ("k", "pass@k", "± stderr", "pass^k", "eligible tasks"):
-        table.add_column(column, justify="right")
-    for at, hat in zip(report.pass_at_k, report.pass_hat_k, strict=True):
-        table.add_row(
-            str(at.k), _fmt(at.value), _fmt(at.stderr), _fmt(hat.value), str(at.eligible_tasks)
+def _pass_at_k_table(report: ScoreReport) -> None:
+    """pass@k (with its standard error) and pass^k for every k; a line naming each k no
+    task has enough attempts for."""
+    rows = [
+        (str(at.k), _fmt(at.value), _fmt(at.stderr), _fmt(hat.value), str(at.eligible_tasks))
+        for at, hat in zip(report.pass_at_k, report.pass_hat_k, strict=True)
+    ]
+    title = f"pass@k (success: {report.reward_key} >= {report.threshold:g})"
+    print_table(title, ("k", "pass@k", "± stderr", "pass^k", "eligible tasks"), rows, left=0)
+    empty = [str(at.k) for at in report.pass_at_k if at.eligible_tasks == 0]
+    if empty:
+        most = int(report.tasks.attempts.max()) if len(report.tasks.names) else 0
+        out_console.print(
+            f"no eligible task for k = {', '.join(empty)}: no task has that many attempts "
+            f"(tasks have at most {most})"
         )
-    return table
 
 
-def _groups_table(report: ScoreReport) -> Table:
+def _groups_table(report: ScoreReport) -> None:
     """Attempts, primary mean and pass@1 of every group."""
-    from rich.table import Table
-
-    table = Table(title="groups", title_justify="left")
-    for field in report.group_by:
-        table.add_column(field, overflow="fold")
-    for column in ("attempts", f"mean {report.reward_key}", "± stderr", "pass@1"):
-        table.add_column(column, justify="right")
+    rows = []
     for group in report.groups:
         primary = group.outputs[report.reward_key]
         first = group.pass_at_k[0] if group.pass_at_k and group.pass_at_k[0].k == 1 else None
-        table.add_row(
-            *(group.labels[field] or "—" for field in report.group_by),
-            str(group.counts["attempts"]),
-            _fmt(primary.mean),
-            _fmt(primary.stderr),
-            _fmt(first.value if first else None),
+        rows.append(
+            (
+                *(group.labels[field] or "—" for field in report.group_by),
+                str(group.counts["attempts"]),
+                _fmt(primary.mean),
+                _fmt(primary.stderr),
+                _fmt(first.value if first else None),
+            )
         )
-    return table
+    columns = (*report.group_by, "attempts", f"mean {report.reward_key}", "± stderr", "pass@1")
+    print_table("groups", columns, rows, left=len(report.group_by), fold=report.group_by)
+
+
+def _tasks_table(report: ScoreReport) -> None:
+    """``--tasks``: attempts, successes, the primary mean and the statuses of every task."""
+    rows = []
+    for task in report.tasks.to_json():
+        primary = task["outputs"].get(report.reward_key, {})
+        statuses = ", ".join(
+            f"{name} {count}"
+            for name, count in task["counts"].items()
+            if name != "attempts" and count
+        )
+        rows.append(
+            (
+                task["task"],
+                str(task["attempts"]),
+                str(task["successes"]),
+                _fmt(primary.get("mean")),
+                statuses or "—",
+            )
+        )
+    columns = ("task", "attempts", "successes", f"mean {report.reward_key}", "statuses")
+    print_table("tasks", columns, rows, fold=("task",))
 
 
 def _print_notes(report: ScoreReport) -> None:
-    """One line each: Harbor's metrics and pass@k, every view, failures, diagnostics."""
-    if report.harbor_metrics is not None:
-        out_console.print(f"harbor metrics   {report.harbor_metrics}")
-        out_console.print(f"harbor pass@k    {report.harbor_pass_at_k}")
+    """Harbor's metrics and pass@k as tables (when there are any), every view, failures and
+    diagnostics on a line each, counts written ``name n``."""
+    if report.harbor_metrics:
+        rows = [
+            (name, _number(value))
+            for entry in report.harbor_metrics
+            for name, value in entry.items()
+        ]
+        print_table("harbor metrics", ("metric", "value"), rows)
+    if report.harbor_pass_at_k:
+        pass_rows = [
+            (key, str(k), _number(value))
+            for key, values in report.harbor_pass_at_k.items()
+            for k, value in values.items()
+        ]
+        print_table("harbor pass@k", ("evals key", "k", "pass@k"), pass_rows, fold=("evals key",))
     for name, view in report.views.items():
         out_console.print(f"view {name} ({view['reducer']})   {_fmt(view['value'])}")
     rollup = report.failure_rollup
     if rollup["exceptions"] or rollup["failure_codes"]:
         out_console.print(
-            f"failures   exceptions {rollup['exceptions']}   codes {rollup['failure_codes']}"
+            f"failures   exceptions {_counts(rollup['exceptions'])}   "
+            f"codes {_counts(rollup['failure_codes'])}"
         )
     if report.diagnostics is not None and len(report.diagnostics):
-        out_console.print(f"diagnostics   {report.diagnostics.counts()}  (--json lists them)")
+        out_console.print(
+            f"diagnostics   {_counts(report.diagnostics.counts())}  (--json lists them)"
+        )
+
+
+def _counts(counts: dict[str, int]) -> str:
+    """``{"a": 1, "b": 2}`` as ``a 1, b 2`` (``none`` when empty)."""
+    return ", ".join(f"{name} {count}" for name, count in counts.items()) or "none"
+
+
+def _number(value: object) -> str:
+    """A Harbor metric's value as Harbor computed it (every digit; ``—`` for None)."""
+    return "—" if value is None else str(value)
 
 
 Sources = Annotated[
@@ -242,6 +294,9 @@ def rescore(
     group_by: GroupByOption = _DEFAULT_GROUP_BY,
     taskset: TasksetOption = None,
     metric_timeout: MetricTimeoutOption = DEFAULT_METRIC_TIMEOUT,
+    tasks: Annotated[
+        bool, typer.Option("--tasks", help="Also print a table of every task (text output).")
+    ] = False,
     json: JsonOption = False,
 ) -> None:
     """Score Harbor trials: means, coverage, pass@k/pass^k, Harbor's own metrics, views.
@@ -266,22 +321,24 @@ def rescore(
     # the option values' rules (scoring's), checked before --group-by is parsed
     check_options(ks=ks, threshold=threshold, metrics=metrics, metric_timeout=metric_timeout)
     fields = _parse_group_by(group_by)
-    report = api.rescore(
-        sources,
-        options.store,
-        reward_key=reward_key,
-        views=views,
-        taskset=taskset,
-        ks=ks,
-        threshold=threshold,
-        group_by=fields,
-        metrics=metrics,
-        metric_timeout=metric_timeout,
-    )
+    with progress_bar("rescore", every=64) as bar:  # only on a terminal
+        report = api.rescore(
+            sources,
+            options.store,
+            reward_key=reward_key,
+            views=views,
+            taskset=taskset,
+            ks=ks,
+            threshold=threshold,
+            group_by=fields,
+            metrics=metrics,
+            metric_timeout=metric_timeout,
+            progress=bar,
+        )
     if json:
         emit_json(report.to_json())
     else:
-        print_report(report)
+        print_report(report, tasks=tasks)
 
 
 def register(app: typer.Typer) -> None:

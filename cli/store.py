@@ -21,7 +21,7 @@ import typer
 from casstore.errors import UsageError
 from casstore.names import DEFAULT_FILESET, DEFAULT_WORKSPACE
 from cli.options import CompressionOption, DestArgument, GlobalOptions, JsonOption
-from cli.output import emit_json, out_console, print_lines, progress_bar
+from cli.output import emit_json, empty_listing, out_console, print_lines, progress_bar
 
 if TYPE_CHECKING:
     from casstore.store import Store, TaskRevision, TasksetRevision
@@ -141,6 +141,8 @@ def ls(
     if json:
         emit_json(rows)
         return
+    if not rows:
+        return empty_listing(what.value, ctx.obj)
     print_lines(map(_ls_line, rows))
 
 

@@ -43,7 +43,7 @@ def test_job_directory(capsys, fixtures_dir: Path, tmp_path: Path) -> None:
     out = capsys.readouterr().out
     assert "0.4157" in out and "partial 20" in out
     # failure codes read as their names, as from a stored job (not as enum members)
-    assert "codes {'trial_exception': 20, 'verifier_result_missing': 1}" in out
+    assert "codes trial_exception 20, verifier_result_missing 1" in out
 
 
 def test_imported_job_and_saved_trials(capsys, fixtures_dir: Path, tmp_path: Path) -> None:
