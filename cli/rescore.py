@@ -33,7 +33,8 @@ Options:
 Exit status: 0 ok; 1 the trials cannot be scored (mixed reward keys, a trial given twice, a
 taskset mismatch, a failing metric script: one line ``<script>: metric script failed (exit N):
 <last stderr line>``); 2 bad usage (an unknown job, taskset or path, a missing metric script or
-view file, a malformed option).
+view file, a malformed option, a reward key no attempt holds while attempts hold others: the
+message names those keys).
 
 The engine (NumPy), the API and rich's tables are imported when the command runs, for
 start-up time: every command imports this module (README, "Start-up").

@@ -31,7 +31,7 @@ from scoring._mean import output_stats
 from scoring._options import check_ks, check_options
 from scoring._partials import CELL_FIELDS, Partials
 from scoring._pass_at_k import default_ks, pass_at_k_and_hat
-from scoring._rules import apply_rules
+from scoring._rules import apply_rules, check_primary_held
 from scoring._views import Signal, View, evaluate_views, load_views
 from scoring.report import Block, GroupReport, ScoreReport, TaskTable, status_counts
 
@@ -221,7 +221,9 @@ def score(
     metrics (``mean``, ``sum``, ``min``, ``max``) or paths of existing ``metric.py`` scripts,
     each run at most ``metric_timeout`` seconds (> 0); ``views`` a list of
     :class:`~scoring._views.View` or a view file. ``harbor=False`` skips the parity outputs.
-    A bad option is :class:`UsageError` (:mod:`scoring._options`), raised before any work.
+    A bad option is :class:`UsageError` (:mod:`scoring._options`), raised before any work; so
+    is a reward key no attempt holds when the attempts hold others
+    (:func:`scoring._rules.check_primary_held`).
     """
     if reward_key is not None and reward_key != table.reward_key:
         raise ScoringError(
@@ -233,6 +235,7 @@ def score(
         views = load_views(views)
     _check_group_by(group_by)  # usage errors first, before a metric script is started
     check_options(ks=ks, threshold=threshold, metrics=metrics, metric_timeout=metric_timeout)
+    check_primary_held(table)
     with ThreadPoolExecutor(3, thread_name_prefix="casstore-score") as pool:
         # the parity outputs, the diagnostics and the per-group blocks only read what they
         # are given: on other threads, NumPy's loops (which release the GIL) overlap

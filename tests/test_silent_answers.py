@@ -1,0 +1,122 @@
+"""Issue 18, items 1-3: no silent wrong answers.
+
+1. a reward key no attempt holds is refused (exit 2) naming the keys the attempts hold, for
+   every source (job directory, trials .jsonl, imported job) and in the Python API;
+2. ``pack -o FILE`` takes the compression from the file name; a ``-c`` contradicting it is
+   refused;
+3. ``import`` and ``rescore`` print one breakdown of the attempts, Harbor's ``n_errors``
+   (``harbor_errors``) in it.
+
+All on the real tb2-haiku job and fixture tasks.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import casstore
+from casstore.errors import UsageError
+from cli.main import run
+from tests.conftest import FIXTURES
+
+pytestmark = pytest.mark.realdata
+
+JOB = FIXTURES / "jobs" / "tb2-haiku" / "jobs" / "2026-05-10__01-23-57"
+FULL = FIXTURES / "jobs" / "full-trials"
+
+
+NO_SCORE = (
+    "casstore: --reward-key: no attempt holds the reward key 'score'; the attempts hold "
+    "'reward': pass one of them as --reward-key (trials imported or exported with a key: "
+    "import or export them again with another)\n"
+)
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = run(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# --- item 1: a reward key no attempt holds ---------------------------------------------------
+
+
+def test_rescore_job_dir_refuses_a_key_no_attempt_holds(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, err = _cli(
+        capsys, "--store", str(tmp_path / "s"), "rescore", str(JOB), "--reward-key", "score"
+    )
+    assert (code, out, err) == (2, "", NO_SCORE)
+
+
+def test_rescore_imported_job_and_trials_file_refuse_it_too(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    store = str(tmp_path / "s")
+    assert (
+        _cli(
+            capsys, "--store", store, "import", str(JOB), "--name", "tb2", "--reward-key", "score"
+        )[0]
+        == 0
+    )
+    assert _cli(capsys, "--store", store, "rescore", "tb2") == (2, "", NO_SCORE)
+    saved = tmp_path / "score.jsonl"
+    assert _cli(capsys, "export", str(JOB), "-o", str(saved), "--reward-key", "score")[0] == 0
+    assert _cli(capsys, "--store", store, "rescore", str(saved)) == (2, "", NO_SCORE)
+
+
+def test_api_rescore_refuses_it() -> None:
+    with pytest.raises(UsageError) as raised:
+        casstore.rescore([JOB], reward_key="score")
+    assert f"casstore: {raised.value}\n" == NO_SCORE
+    assert raised.value.exit_code == 2
+
+
+def test_a_key_missing_on_some_attempts_scores_zero_with_a_diagnostic(tmp_path: Path) -> None:
+    """One trial of three writes ``score`` instead of ``reward``: both keys are scored, the
+    attempts without the primary as 0.0 with ``primary_missing``, exit 0."""
+    job = tmp_path / "job"
+    shutil.copytree(FULL, job)
+    result = job / "bn-fit-modify__mpWwMgj" / "result.json"
+    data = json.loads(result.read_text())
+    data["verifier_result"]["rewards"] = {"score": 1.0}
+    result.write_text(json.dumps(data))
+    by_reward = casstore.rescore([job]).to_json()
+    assert by_reward["diagnostic_counts"] == {"primary_missing": 1}
+    assert by_reward["outputs"]["reward"]["measured"] == 3
+    by_score = casstore.rescore([job], reward_key="score").to_json()
+    assert by_score["diagnostic_counts"] == {"primary_missing": 2}
+    assert by_score["outputs"]["score"]["mean"] == pytest.approx(1 / 3)
+
+
+def test_a_run_holding_no_reward_at_all_is_scored_not_refused(tmp_path: Path) -> None:
+    """The tb2 trial without a verifier result alone: no reward key occurs, nothing to name:
+    scored as before (0.0, ``verifier_result_missing``)."""
+    missing = [
+        p.parent
+        for p in sorted(JOB.glob("*/result.json"))
+        if json.loads(p.read_text()).get("verifier_result") is None
+    ]
+    assert len(missing) == 1
+    job = tmp_path / "job"
+    job.mkdir()
+    shutil.copytree(missing[0], job / missing[0].name)
+    report = casstore.rescore([job], reward_key="score").to_json()
+    assert report["counts"]["attempts"] == 1
+    assert report["diagnostic_counts"] == {"verifier_result_missing": 1}
+    assert report["outputs"]["score"]["mean"] == 0.0
+
+
+def test_a_run_without_attempts_is_not_refused(tmp_path: Path) -> None:
+    """No attempt at all: nothing is refused by the rule (the report is empty)."""
+    from casstore.trials import table_from_records
+    from scoring import score
+
+    report = score(table_from_records([], "score"), reward_key="score", harbor=False)
+    assert report.counts["attempts"] == 0
