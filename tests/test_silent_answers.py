@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import casstore
+from casstore.archive.pack import pack_tree
 from casstore.errors import UsageError
 from cli.main import run
 from tests.conftest import FIXTURES
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.realdata
 
 JOB = FIXTURES / "jobs" / "tb2-haiku" / "jobs" / "2026-05-10__01-23-57"
 FULL = FIXTURES / "jobs" / "full-trials"
+TASK = FIXTURES / "tasks" / "harbor-cookbook" / "simple-task"
 
 
 NO_SCORE = (
@@ -120,3 +122,65 @@ def test_a_run_without_attempts_is_not_refused(tmp_path: Path) -> None:
 
     report = score(table_from_records([], "score"), reward_key="score", harbor=False)
     assert report.counts["attempts"] == 0
+
+
+# --- item 2: the compression of an output file ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "compression"),
+    [
+        ("t.tar.gz", "gzip"),
+        ("t.tgz", "gzip"),
+        ("t.tar.zst", "zstd"),
+        ("t.tar", "none"),
+        ("t.tzst", "zstd"),
+        ("t.TAR.ZST", "zstd"),
+        ("t.zst", "zstd"),
+        ("t.gz", "gzip"),
+        (".tar", "gzip"),  # a dotfile named .tar: no ending
+        ("t.bin", "gzip"),
+    ],
+)
+def test_pack_takes_the_compression_from_the_file_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, compression: str
+) -> None:
+    out = tmp_path / name
+    code, printed, err = _cli(capsys, "pack", str(TASK), "-o", str(out), "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(printed)["compression"] == compression
+    expected = pack_tree(TASK, None, compression)  # type: ignore[arg-type]
+    assert json.loads(printed)["address"] == str(expected.address)
+    magic = {"gzip": b"\x1f\x8b", "zstd": b"\x28\xb5\x2f\xfd", "none": b"simple-task/"}
+    assert out.read_bytes().startswith(magic[compression])
+
+
+def test_pack_refuses_a_compression_the_file_name_contradicts(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "t.tar.zst"
+    code, printed, err = _cli(capsys, "pack", str(TASK), "-o", str(out), "-c", "gzip")
+    assert (code, printed) == (2, "")
+    rule = "the name ends in .tar.zst (zstd) but -c asks for gzip: name the file .tar.gz or drop -c"
+    assert err == f"casstore: {out}: {rule}\n"
+    assert not out.exists()
+    # the same -c as the name: accepted
+    assert _cli(capsys, "pack", str(TASK), "-o", str(out), "-c", "zstd")[0] == 0
+
+
+def test_pack_into_a_folder_keeps_the_option(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = tmp_path / "out.tar.zst"  # a folder: its name says nothing
+    folder.mkdir()
+    code, _, err = _cli(capsys, "pack", str(TASK), "-o", str(folder))
+    assert (code, err) == (0, "")
+    assert [p.name for p in folder.iterdir()] == ["simple-task.tar.gz"]
+
+
+def test_api_pack_takes_the_compression_from_the_file_name(tmp_path: Path) -> None:
+    assert casstore.pack(TASK, tmp_path / "t.tar.zst").compression == "zstd"
+    assert casstore.pack(TASK, tmp_path / "t.tar").compression == "none"
+    assert casstore.pack(TASK, None).compression == "gzip"
+    with pytest.raises(UsageError, match=r"ends in \.tgz \(gzip\) but -c asks for none"):
+        casstore.pack(TASK, tmp_path / "t.tgz", "none")
