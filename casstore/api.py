@@ -40,6 +40,7 @@ from scoring import (
     ScoreReport,
     View,
     check_options,
+    count_attempts,
     load_views,
     score,
 )
@@ -219,10 +220,15 @@ def import_jobs(
     progress: Progress | None = None,
 ) -> list[ImportReport]:
     """Import Harbor job directories (one, or several; or directories of them, or
-    saved-trials ``.jsonl`` files) into ``store``: one :class:`ImportReport` per job. See
-    :class:`Jobs`."""
+    saved-trials ``.jsonl`` files) into ``store``: one :class:`ImportReport` per job, its
+    ``counts`` the breakdown ``rescore`` gives of the job (:func:`scoring.count_attempts`).
+    See :class:`Jobs`."""
     found = arguments.paths(paths, "paths")
-    return Jobs(store).import_jobs(found, arguments.text(reward_key, "reward_key"), name, progress)
+    jobs = Jobs(store)
+    reports = jobs.import_jobs(found, arguments.text(reward_key, "reward_key"), name, progress)
+    for report in reports:  # the breakdown rescore prints: scoring's statuses
+        report.counts = count_attempts(jobs.reward_table(report.job))
+    return reports
 
 
 def rescore(

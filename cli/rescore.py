@@ -42,6 +42,7 @@ start-up time: every command imports this module (README, "Start-up").
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -50,14 +51,14 @@ import typer
 from casstore.errors import UsageError
 from cli.options import GlobalOptions, JsonOption
 from cli.output import emit_json, out_console
-from scoring._defaults import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, GROUP_FIELDS
+from scoring._defaults import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, GROUP_FIELDS, STATUS_HELP
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from scoring import ScoreReport
 
-__all__ = ["print_report", "register"]
+__all__ = ["counts_text", "print_report", "register"]
 
 
 def _parse_ks(text: str | None) -> list[int] | None:
@@ -94,11 +95,17 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+def counts_text(counts: dict[str, int]) -> str:
+    """A breakdown (``counts``: attempts, statuses, harbor_errors) as rescore and import print
+    it: ``attempts 89   scored 68   …   harbor_errors 21``."""
+    return "   ".join(f"{name} {value}" for name, value in counts.items())
+
+
 def print_report(report: ScoreReport) -> None:
     """The summary tables of a score report, on stdout."""
     out_console.print(
         f"[bold]reward key[/bold] {report.reward_key}   threshold {report.threshold:g}   "
-        + "   ".join(f"{name} {value}" for name, value in report.counts.items())
+        + counts_text(report.counts)
     )
     out_console.print(_outputs_table(report))
     if report.pass_at_k:
@@ -272,6 +279,9 @@ def rescore(
         emit_json(report.to_json())
     else:
         print_report(report)
+
+
+rescore.__doc__ = f"{inspect.cleandoc(rescore.__doc__ or '')}\n\n{STATUS_HELP}"
 
 
 def register(app: typer.Typer) -> None:

@@ -184,3 +184,65 @@ def test_api_pack_takes_the_compression_from_the_file_name(tmp_path: Path) -> No
     assert casstore.pack(TASK, None).compression == "gzip"
     with pytest.raises(UsageError, match=r"ends in \.tgz \(gzip\) but -c asks for none"):
         casstore.pack(TASK, tmp_path / "t.tgz", "none")
+
+
+# --- item 3: one breakdown for import and rescore ---------------------------------------------
+
+BREAKDOWN = {
+    "attempts": 89,
+    "scored": 68,
+    "partial": 20,
+    "errored": 1,
+    "no_verifier": 0,
+    "invalid": 0,
+    "harbor_errors": 21,
+}
+BREAKDOWN_TEXT = (
+    "attempts 89   scored 68   partial 20   errored 1   no_verifier 0   invalid 0   "
+    "harbor_errors 21"
+)
+
+
+def test_import_and_rescore_print_one_breakdown(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    store = str(tmp_path / "s")
+    code, out, _ = _cli(capsys, "--store", store, "import", str(JOB), "--json")
+    assert code == 0
+    imported = json.loads(out)
+    assert imported["counts"] == BREAKDOWN
+    assert not {"errored", "no_verifier", "invalid"} & set(imported)
+    recorded = json.loads((JOB / "result.json").read_text())["stats"]
+    harbor = recorded["evals"]["predev-auto__terminal-bench"]["n_errors"]
+    assert imported["counts"]["harbor_errors"] == harbor == recorded["n_errored_trials"] == 21
+    for source in (str(JOB), imported["job"]):
+        code, out, _ = _cli(capsys, "--store", store, "rescore", source, "--json")
+        assert code == 0
+        assert json.loads(out)["counts"] == BREAKDOWN
+    _, text, _ = _cli(capsys, "--store", store, "import", str(JOB))
+    assert BREAKDOWN_TEXT in text
+    _, text, _ = _cli(capsys, "--store", store, "rescore", str(JOB))
+    assert BREAKDOWN_TEXT in text.splitlines()[0]
+
+
+def test_api_import_report_holds_the_breakdown(tmp_path: Path) -> None:
+    with casstore.open_store(tmp_path / "s") as store:
+        (report,) = casstore.import_jobs(store, [JOB])
+    assert report.counts == BREAKDOWN
+    assert report.to_json()["counts"] == BREAKDOWN
+
+
+@pytest.mark.parametrize("command", ["import", "rescore"])
+def test_help_says_what_each_status_means(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    code, out, _ = _cli(capsys, command, "--help")
+    assert code == 0
+    text = " ".join(out.replace("│", " ").split())
+    for meaning in (
+        "scored: no exception, a verifier result",
+        "partial: an exception, but a usable primary reward",
+        "errored: an exception and no usable primary reward",
+        "no_verifier: no exception, no verifier result",
+        "invalid: a reward mapping Harbor's model refuses",
+        "harbor_errors: attempts with an exception recorded (Harbor's n_errors)",
+    ):
+        assert meaning in text, meaning
