@@ -21,8 +21,8 @@ import pytest
 import casstore
 from casstore.archive.pack import pack_tree
 from casstore.errors import UsageError
-from cli.main import run
 from tests.conftest import FIXTURES
+from tests.helpers import run_cli as _cli
 
 pytestmark = pytest.mark.realdata
 
@@ -36,13 +36,6 @@ NO_SCORE = (
     "'reward': pass one of them as --reward-key (trials imported or exported with a key: "
     "import or export them again with another)\n"
 )
-
-
-def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = run(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 # --- item 1: a reward key no attempt holds ---------------------------------------------------
