@@ -15,6 +15,7 @@ from casstore.archive import batch
 from casstore.archive.batch import Outcome
 from casstore.archive.compress import Compression, check_compression
 from casstore.archive.discover import DiscoveredTask, TaskCollection, discover
+from casstore.archive.formats import output_compression
 from casstore.archive.limits import Limits
 from casstore.archive.pack import PackResult, pack_tree
 from casstore.archive.read import VerifyResult, extract_archive, verify_archive
@@ -39,6 +40,7 @@ from scoring import (
     ScoreReport,
     View,
     check_options,
+    count_attempts,
     load_views,
     score,
 )
@@ -74,15 +76,20 @@ def discover_tasks(path: Path | str, limits: Limits | None = None) -> TaskCollec
 def pack(
     source: Path | str,
     out: Path | str | BinaryIO | None,
-    compression: Compression = "gzip",
+    compression: Compression | None = None,
     limits: Limits | None = None,
 ) -> PackResult:
     """Pack the task directory ``source`` into the archive ``out`` (a path, a binary file, or
-    None for the digests only); see :func:`casstore.archive.pack.pack_tree`. UsageError for a
-    ``compression`` other than gzip, zstd or none."""
+    None for the digests only); see :func:`casstore.archive.pack.pack_tree`. ``compression``
+    defaults to the one a path's name says (``.tar.gz``/``.tgz``, ``.tar.zst``, ``.tar``),
+    else gzip; UsageError for one other than gzip, zstd or none, or one the name contradicts
+    (:func:`casstore.archive.formats.output_compression`)."""
     source, out = arguments.path(source, "source"), arguments.output(out)
-    compression = check_compression(compression)
-    return pack_tree(source, out, compression, arguments.limits(limits))
+    if compression is not None:
+        compression = check_compression(compression)
+    if isinstance(out, Path):
+        compression = output_compression(out, compression)
+    return pack_tree(source, out, compression or "gzip", arguments.limits(limits))
 
 
 def verify(
@@ -215,10 +222,15 @@ def import_jobs(
     progress: Progress | None = None,
 ) -> list[ImportReport]:
     """Import Harbor job directories (one, or several; or directories of them, or
-    saved-trials ``.jsonl`` files) into ``store``: one :class:`ImportReport` per job. See
-    :class:`Jobs`."""
+    saved-trials ``.jsonl`` files) into ``store``: one :class:`ImportReport` per job, its
+    ``counts`` the breakdown ``rescore`` gives of the job (:func:`scoring.count_attempts`).
+    See :class:`Jobs`."""
     found = arguments.paths(paths, "paths")
-    return Jobs(store).import_jobs(found, arguments.text(reward_key, "reward_key"), name, progress)
+    jobs = Jobs(store)
+    reports = jobs.import_jobs(found, arguments.text(reward_key, "reward_key"), name, progress)
+    for report in reports:  # the breakdown rescore prints: scoring's statuses
+        report.counts = count_attempts(jobs.reward_table(report.job))
+    return reports
 
 
 def rescore(

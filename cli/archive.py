@@ -14,27 +14,30 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from casstore.archive.formats import Compression
 from casstore.errors import CheckError
-from cli.options import (
-    CompressionOption,
-    DestArgument,
-    JsonOption,
-    LimitOption,
-    limits_from,
-)
+from cli.options import DestArgument, JsonOption, LimitOption, limits_from
 from cli.output import emit_json, fail, out_console
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from casstore.archive.batch import Outcome
-    from casstore.archive.formats import Compression
     from casstore.archive.limits import Limits
     from casstore.archive.pack import PackResult
     from casstore.archive.read import VerifyResult
 
 __all__ = ["register"]
 
+PackCompressionOption = Annotated[
+    Compression | None,
+    typer.Option(
+        "--compression",
+        "-c",
+        help="gzip, zstd, or none (plain tar). Default: the one -o FILE's name says, else "
+        "gzip; with -o OUTDIR gzip.",
+    ),
+]
 ExpectOption = Annotated[
     str | None,
     typer.Option(
@@ -56,16 +59,23 @@ def pack(
             "the folder receiving <task dir name>.tar.gz (.tar.zst, .tar).",
         ),
     ],
-    compression: CompressionOption = "gzip",
+    compression: PackCompressionOption = None,
     limit: LimitOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Pack task directories into deterministic archives; print each address."""
+    """Pack task directories into deterministic archives; print each address.
+
+    -o FILE: the compression its name says, else gzip; -c may not contradict it.
+    .tar.gz .tgz .gz gzip, .tar.zst .tzst .zst zstd, .tar none.
+    -o OUTDIR: the compression -c says, default gzip."""
     if len(task_dirs) > 1 or output.is_dir():
-        raise typer.Exit(_pack_many(task_dirs, output, compression, limits_from(limit), json))
+        chosen = compression or "gzip"
+        raise typer.Exit(_pack_many(task_dirs, output, chosen, limits_from(limit), json))
+    from casstore.archive.formats import output_compression
     from casstore.archive.pack import pack_tree  # here: for start-up time
 
     task_dir = task_dirs[0]
+    compression = output_compression(output, compression)
     result = pack_tree(task_dir, output, compression, limits_from(limit))
     if json:
         emit_json(result.to_json())

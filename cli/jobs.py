@@ -7,18 +7,15 @@ directory whose direct children are all job directories (Harbor's ``jobs/`` fold
 deeper is searched, anything else is bad usage. ``--name`` names a job on its first import; a
 job keeps that name (re-importing it with another ``--name`` is refused). ``--json`` prints
 one object per job (a list when several): ``job``, ``trials``, ``imported`` (trials new to the
-store this run), ``invalid``, ``errored``, ``no_verifier``, ``failure_codes``,
-``diagnostics``.
+store this run), ``counts``, ``failure_codes``, ``diagnostics``.
 
-Import's counts are flags, not statuses: ``errored`` is the number of trials with an
-exception recorded (whatever their reward), ``no_verifier`` those without a verifier result
-(with or without an exception), ``invalid`` those whose reward mapping Harbor rejects; a
-trial can be in several. ``casstore rescore`` instead gives each attempt exactly one status
-(``scored``, ``partial``: an exception but a usable reward, ``errored``: an exception and no
-usable reward, ``no_verifier``: no exception and no verifier result, ``invalid``), so its
-``errored``/``no_verifier`` are smaller: import's ``errored`` is rescore's ``partial`` +
-``errored``. The text output spells the flags out: ``21 with an exception, 1 without a
-verifier result``.
+``counts`` is the breakdown ``casstore rescore`` prints of the same job, computed by the same
+function (:func:`scoring.count_attempts`, from :func:`casstore.api.import_jobs`): ``attempts``,
+one status per attempt (``scored``, ``partial``, ``errored``, ``no_verifier``, ``invalid``;
+:data:`scoring._defaults.STATUS_MEANINGS`), and ``harbor_errors``, the attempts with an
+exception recorded, Harbor's own ``n_errors``. The text output prints it as rescore does:
+``attempts 89   scored 68   partial 20   errored 1   no_verifier 0   invalid 0
+harbor_errors 21``.
 
 ``casstore export JOB -o FILE [--reward-key K]`` writes the saved trials (``trials.jsonl``) of
 an imported job (id or name), or of a job directory read directly (no store involved), which
@@ -36,6 +33,7 @@ command imports this module (README, "Start-up").
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -44,6 +42,7 @@ import typer
 from casstore.errors import UsageError
 from cli.options import GlobalOptions, JsonOption
 from cli.output import emit_json, empty_listing, out_console, progress_bar
+from scoring._defaults import STATUS_HELP
 
 if TYPE_CHECKING:
     from casstore.store import Store
@@ -78,17 +77,17 @@ def import_(
     """Import Harbor job directories (or saved trials) into the store; re-import adds only
     new trials ("N new" counts them) and keeps the job's name (another --name is refused).
 
-    Prints per job: trials, new ones, invalid ones, how many have an exception and how many
-    lack a verifier result (flags that may overlap, not rescore's exclusive statuses)."""
-    from casstore.store import Store  # here: for start-up time
-    from casstore.trials import Jobs
+    Prints per job: trials, new ones, and the counts rescore prints of it."""
+    from casstore import api  # here: for start-up time
+    from casstore.store import Store
+    from cli.rescore import counts_text
 
     for path in paths:
         if not path.exists():
             raise UsageError(str(path), "no such file or directory")
     options: GlobalOptions = ctx.obj
     with Store(options.store) as store, progress_bar("import", every=64) as bar:
-        reports = Jobs(store).import_jobs(paths, reward_key=reward_key, name=name, progress=bar)
+        reports = api.import_jobs(store, paths, reward_key=reward_key, name=name, progress=bar)
     if json:
         items = [r.to_json() for r in reports]
         emit_json(items[0] if len(items) == 1 else items)
@@ -96,9 +95,8 @@ def import_(
     for r in reports:
         codes = ", ".join(f"{c}={n}" for c, n in r.failure_codes.items()) or "none"
         out_console.print(
-            f"{r.name}  {r.job}: {r.trials} trials ({r.imported} new), {r.invalid} invalid, "
-            f"{r.exceptions} with an exception, {r.no_verifier} without a verifier result; "
-            f"failures: {codes}"
+            f"{r.name}  {r.job}: {r.trials} trials ({r.imported} new)   {counts_text(r.counts)}"
+            f"   failures: {codes}"
         )
         for diagnostic in r.diagnostics:
             out_console.print(f"  {diagnostic['code']}: {_detail(diagnostic)}")
@@ -201,6 +199,9 @@ def ls_jobs(options: GlobalOptions, json: bool) -> None:
     for row in rows:
         codes = ", ".join(f"{c}={n}" for c, n in row["failure_codes"].items()) or "-"
         out_console.print(f"{row['name']}  {row['job']}  {row['trials']} trials  {codes}")
+
+
+import_.__doc__ = f"{inspect.cleandoc(import_.__doc__ or '')}\n\n{STATUS_HELP}"
 
 
 def register(app: typer.Typer) -> None:

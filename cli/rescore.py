@@ -40,7 +40,8 @@ directories read.
 Exit status: 0 ok; 1 the trials cannot be scored (mixed reward keys, a trial given twice, a
 taskset mismatch, a failing metric script: one line ``<script>: metric script failed (exit N):
 <last stderr line>``); 2 bad usage (an unknown job, taskset or path, a missing metric script or
-view file, a malformed option).
+view file, a malformed option, a reward key no attempt holds while attempts hold others: the
+message names those keys).
 
 The engine (NumPy), the API and rich's tables are imported when the command runs, for
 start-up time: every command imports this module (README, "Start-up").
@@ -48,6 +49,7 @@ start-up time: every command imports this module (README, "Start-up").
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -57,12 +59,12 @@ import typer
 from casstore.errors import UsageError
 from cli.options import GlobalOptions, JsonOption
 from cli.output import emit_json, out_console, print_table, progress_bar
-from scoring._defaults import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, GROUP_FIELDS
+from scoring._defaults import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, GROUP_FIELDS, STATUS_HELP
 
 if TYPE_CHECKING:
     from scoring import ScoreReport
 
-__all__ = ["print_report", "register"]
+__all__ = ["counts_text", "print_report", "register"]
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -107,12 +109,18 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+def counts_text(counts: dict[str, int]) -> str:
+    """A breakdown (``counts``: attempts, statuses, harbor_errors) as rescore and import print
+    it: ``attempts 89   scored 68   …   harbor_errors 21``."""
+    return "   ".join(f"{name} {value}" for name, value in counts.items())
+
+
 def print_report(report: ScoreReport, tasks: bool = False) -> None:
     """The summary tables of a score report, on stdout (``tasks``: the per-task table too).
     A section with nothing in it is not printed."""
     out_console.print(
         f"[bold]reward key[/bold] {report.reward_key}   threshold {report.threshold:g}   "
-        + "   ".join(f"{name} {value}" for name, value in report.counts.items())
+        + counts_text(report.counts)
     )
     _outputs_table(report)
     if report.pass_at_k:
@@ -339,6 +347,9 @@ def rescore(
         emit_json(report.to_json())
     else:
         print_report(report, tasks=tasks)
+
+
+rescore.__doc__ = f"{inspect.cleandoc(rescore.__doc__ or '')}\n\n{STATUS_HELP}"
 
 
 def register(app: typer.Typer) -> None:

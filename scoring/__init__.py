@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from scoring._rules import STATUS_NAMES, Attempts, Code, Diagnostics, Status, apply_rules
     from scoring._stderr import ci95, clt_stderr, cluster_mean_stderr
     from scoring._views import Signal, View, evaluate_views, load_views, parse_views
-    from scoring.report import SCHEMA, ScoreReport
+    from scoring.report import SCHEMA, ScoreReport, count_attempts
 
     BUILTIN_METRIC_NAMES: tuple[str, ...]
 
@@ -66,6 +66,7 @@ __all__ = [
     "ci95",
     "clt_stderr",
     "cluster_mean_stderr",
+    "count_attempts",
     "default_ks",
     "evaluate_views",
     "harbor_evals_key",
@@ -126,6 +127,7 @@ _HOMES = {
     "parse_views": "scoring._views",
     "SCHEMA": "scoring.report",
     "ScoreReport": "scoring.report",
+    "count_attempts": "scoring.report",
 }
 
 

@@ -31,7 +31,7 @@ from scoring._mean import output_stats
 from scoring._options import check_ks, check_options
 from scoring._partials import CELL_FIELDS, Partials
 from scoring._pass_at_k import default_ks, pass_at_k_and_hat
-from scoring._rules import apply_rules
+from scoring._rules import apply_rules, check_primary_held
 from scoring._views import Signal, View, evaluate_views, load_views
 from scoring.report import Block, GroupReport, ScoreReport, TaskTable, status_counts
 
@@ -71,6 +71,7 @@ def _block(
     attempts: np.ndarray,
     successes: np.ndarray,
     status: np.ndarray,
+    harbor_errors: np.ndarray,
     measured: np.ndarray,
     sums: np.ndarray,
     expected: np.ndarray,
@@ -84,7 +85,7 @@ def _block(
         for o, name in enumerate(outputs)
     }
     return {
-        "counts": status_counts(status),
+        "counts": status_counts(status, harbor_errors),
         "resolve_rate": float(successes.sum()) / total if total else None,
         "outputs": stats,
         "pass_at_k": at_k,
@@ -119,21 +120,25 @@ def summarize(
         partials.measured,
         partials.sums,
         partials.sumsq,
+        partials.harbor_errors,
     ]
     starts = np.flatnonzero(np.r_[True, task_of[1:] != task_of[:-1]]) if task_of.size else task_of
-    attempts, successes, status, present, measured, sums, sumsq = _reduce(per_cell, starts)
+    attempts, successes, status, present, measured, sums, sumsq, errors = _reduce(per_cell, starts)
     expected = present > 0
     expected[:, 0] = True
     ks = check_ks(ks) if ks is not None else default_ks(int(attempts.max()) if attempts.size else 0)
     group_args = (partials, group_fields, per_cell, task_of, expected, outputs, ks)
     pending = pool.submit(_quiet, lambda: _groups(*group_args)) if pool is not None else None
-    overall = Block(**_block(attempts, successes, status, measured, sums, expected, outputs, ks))
+    overall = Block(
+        **_block(attempts, successes, status, errors, measured, sums, expected, outputs, ks)
+    )
     tasks = TaskTable(
         names=partials.labels["task"],
         outputs=outputs,
         attempts=attempts,
         successes=successes,
         status=status,
+        harbor_errors=errors,
         expected=expected,
         measured=measured,
         sums=sums,
@@ -181,7 +186,7 @@ def _groups(
     group_ends = np.r_[group_starts[1:], pair_key.size]
     groups = []
     for begin, end in zip(group_starts.tolist(), group_ends.tolist(), strict=True):
-        attempts, successes, status, _, measured, sums, _ = (a[begin:end] for a in pairs)
+        attempts, successes, status, _, measured, sums, _, errors = (a[begin:end] for a in pairs)
         first_cell = partials.cell[order[starts[begin]]]
         labels = {
             CELL_FIELDS[column]: partials.labels[CELL_FIELDS[column]][first_cell[column]]
@@ -191,6 +196,7 @@ def _groups(
             attempts,
             successes,
             status,
+            errors,
             measured,
             sums,
             expected[pair_task[begin:end]],
@@ -221,7 +227,9 @@ def score(
     metrics (``mean``, ``sum``, ``min``, ``max``) or paths of existing ``metric.py`` scripts,
     each run at most ``metric_timeout`` seconds (> 0); ``views`` a list of
     :class:`~scoring._views.View` or a view file. ``harbor=False`` skips the parity outputs.
-    A bad option is :class:`UsageError` (:mod:`scoring._options`), raised before any work.
+    A bad option is :class:`UsageError` (:mod:`scoring._options`), raised before any work; so
+    is a reward key no attempt holds when the attempts hold others
+    (:func:`scoring._rules.check_primary_held`).
     """
     if reward_key is not None and reward_key != table.reward_key:
         raise ScoringError(
@@ -233,6 +241,7 @@ def score(
         views = load_views(views)
     _check_group_by(group_by)  # usage errors first, before a metric script is started
     check_options(ks=ks, threshold=threshold, metrics=metrics, metric_timeout=metric_timeout)
+    check_primary_held(table)
     with ThreadPoolExecutor(3, thread_name_prefix="casstore-score") as pool:
         # the parity outputs, the diagnostics and the per-group blocks only read what they
         # are given: on other threads, NumPy's loops (which release the GIL) overlap

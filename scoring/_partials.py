@@ -7,6 +7,8 @@ the primary first, then the secondary keys in sorted order) a :class:`Partials` 
 ``attempts``    int64[C]        valid attempts (every status but ``invalid``)
 ``successes``   int64[C]        valid attempts whose emitted primary >= ``threshold``
 ``status``      int64[C, 5]     attempts per :class:`scoring._rules.Status` (invalid included)
+``harbor_errors`` int64[C]      attempts with an exception recorded, any status (Harbor's
+                                ``n_errors`` counts them)
 ``present``     int64[C, O]     valid attempts whose mapping carries the key (any kind)
 ``measured``    int64[C, O]     attempts that emitted a value for the output
 ``sums``        float64[C, O]   sum of emitted values
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from casstore.table.columns import RewardTable
+from casstore.table.columns import Flag, RewardTable
 from scoring._cell_counts import CellCounts, cell_counts
 from scoring._cells import CELL_FIELDS, CellKey, CellRows, decode, encode
 from scoring._errors import ScoringError
@@ -41,7 +43,16 @@ from scoring._rules import Attempts, Status
 __all__ = ["CELL_FIELDS", "Partials"]
 
 _N_STATUS = len(Status)
-_SUMMED = ("attempts", "successes", "status", "present", "measured", "sums", "sumsq")
+_SUMMED = (
+    "attempts",
+    "successes",
+    "status",
+    "present",
+    "measured",
+    "sums",
+    "sumsq",
+    "harbor_errors",
+)
 """The per-cell fields of a :class:`Partials`, each a sum over the cell's attempts."""
 
 
@@ -61,6 +72,7 @@ class Partials:
     measured: np.ndarray
     sums: np.ndarray
     sumsq: np.ndarray
+    harbor_errors: np.ndarray
     exceptions: dict[str, int] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)
 
@@ -104,6 +116,7 @@ class Partials:
             measured=measured,
             sums=sums,
             sumsq=sumsq,
+            harbor_errors=rows.sum((table.flags & np.uint8(Flag.EXCEPTION)) != 0).astype(np.int64),
             exceptions=_rollup(table.exceptions, table.exception),
             failures=_rollup(table.failures, table.failure),
         )

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from casstore.errors import UsageError
 from casstore.table.codes import FailureCode
 from casstore.table.columns import Flag, Kind, RewardTable
 
@@ -47,6 +48,7 @@ __all__ = [
     "Diagnostics",
     "Status",
     "apply_rules",
+    "check_primary_held",
 ]
 
 
@@ -313,6 +315,30 @@ class Attempts:
     def diagnostics(self) -> Diagnostics:
         """The :class:`Diagnostics` of the rows with an issue (built on first use)."""
         return self._get("diagnostics", lambda: _diagnostics(self))
+
+
+def check_primary_held(table: RewardTable) -> None:
+    """The run-wide rule on the reward key: when no attempt of ``table`` holds it (under any
+    kind) but some attempt holds another reward key, the key is not the one the verifier
+    writes (a typo, another task's key): UsageError naming the keys the attempts hold, rather
+    than every attempt scored 0.0. A key missing on some attempts only, or a run holding no
+    reward at all (no attempt, no verifier result, empty mappings), is scored by the
+    per-attempt rules (0.0 and a diagnostic)."""
+    if bool(np.any(table.primary_kind != Kind.MISSING)):
+        return
+    held = [
+        key
+        for j, key in enumerate(table.keys)
+        if table.kinds.size and bool(np.any(table.kinds[:, j] != Kind.MISSING))
+    ]
+    if held:
+        names = ", ".join(map(repr, sorted(held)))
+        raise UsageError(
+            "--reward-key",
+            f"no attempt holds the reward key {table.reward_key!r}; the attempts hold {names}: "
+            "pass one of them as --reward-key (trials imported or exported with a key: import "
+            "or export them again with another)",
+        )
 
 
 def apply_rules(table: RewardTable) -> Attempts:

@@ -13,7 +13,8 @@ measured, fewer than two clusters), never 0::
       "jobs": ["<job id>", ...],
       "counts": {                        # every trial exactly once
         "attempts": 89,                  # all trials, invalid ones included
-        "scored": 68, "partial": 20, "errored": 1, "no_verifier": 0, "invalid": 0
+        "scored": 68, "partial": 20, "errored": 1, "no_verifier": 0, "invalid": 0,
+        "harbor_errors": 21              # attempts with an exception recorded (Harbor's n_errors)
       },
       "resolve_rate": 0.4157,            # successes / valid attempts (null if none)
       "outputs": {                       # primary first, then secondaries (sorted)
@@ -49,9 +50,15 @@ measured, fewer than two clusters), never 0::
                        "message": str}]
     }
 
-``failure_rollup.errored_attempts`` counts the attempts with an exception recorded (statuses
-``partial`` and ``errored``, :attr:`ScoreReport.attempts_with_exception`); the key keeps its
-old name, so the JSON does not change. Per-task ``stderr`` is the i.i.d. standard error within
+The ``counts`` object (the run's, each group's, each task's, and ``casstore import``'s, all
+built by :func:`breakdown`) holds ``attempts``, one count per status (exclusive: they add up
+to ``attempts``; :data:`scoring._defaults.STATUS_MEANINGS` says what each means) and
+``harbor_errors``, the attempts with an exception recorded whatever their status, the count
+Harbor's job ``result.json`` calls ``n_errors`` (``partial`` + ``errored`` + the ``invalid``
+attempts with an exception). ``failure_rollup.errored_attempts`` counts the attempts with an
+exception recorded among the valid ones (statuses ``partial`` and ``errored``,
+:attr:`ScoreReport.attempts_with_exception`); the key keeps its old name, so the JSON does
+not change. Per-task ``stderr`` is the i.i.d. standard error within
 the task (``null`` below two values). Diagnostic codes (:data:`scoring._rules.CODE_NAMES`; the
 first two are the failure codes of the same names): ``reward_mapping_invalid``,
 ``verifier_result_missing``, ``primary_missing``, ``primary_boolean``, ``primary_nonfinite``,
@@ -67,28 +74,49 @@ from typing import Any
 
 import numpy as np
 
-from casstore.table.columns import RewardTable
+from casstore.table.columns import Flag, RewardTable
 from scoring._mean import OutputStats, within_task_stderr
 from scoring._partials import Partials
 from scoring._pass_at_k import PassAtK
-from scoring._rules import STATUS_NAMES, Diagnostics
+from scoring._rules import STATUS_NAMES, Diagnostics, apply_rules
 
-__all__ = ["SCHEMA", "Block", "GroupReport", "ScoreReport", "TaskTable", "status_counts"]
+__all__ = [
+    "SCHEMA",
+    "Block",
+    "GroupReport",
+    "ScoreReport",
+    "TaskTable",
+    "breakdown",
+    "count_attempts",
+    "status_counts",
+]
 
 SCHEMA = "casstore.rescore/1"
 
 
-def status_counts(status: np.ndarray) -> dict[str, int]:
-    """``{"attempts": total, <status>: n, ...}`` over the rows of ``status`` (int[R, 5])."""
+def status_counts(status: np.ndarray, harbor_errors: np.ndarray) -> dict[str, int]:
+    """:func:`breakdown` over the rows of ``status`` (int[R, 5]) and ``harbor_errors``
+    (int[R])."""
     totals = status.sum(axis=0).tolist() if status.size else [0] * len(STATUS_NAMES)
-    return _count_dict(totals)
+    return breakdown(totals, int(harbor_errors.sum()))
 
 
-def _count_dict(per_status: list[int]) -> dict[str, int]:
-    """``{"attempts": Σ, <status>: n, ...}`` from the attempts per status (STATUS_NAMES order)."""
+def breakdown(per_status: list[int], harbor_errors: int) -> dict[str, int]:
+    """The breakdown of a set of attempts, ``rescore``'s and ``import``'s ``counts``:
+    ``{"attempts": Σ, <status>: n, ..., "harbor_errors": n}`` from the attempts per status
+    (STATUS_NAMES order) and those with an exception recorded."""
     out = {"attempts": sum(per_status)}
     out.update(zip(STATUS_NAMES, per_status, strict=True))
+    out["harbor_errors"] = harbor_errors
     return out
+
+
+def count_attempts(table: RewardTable) -> dict[str, int]:
+    """The :func:`breakdown` of every attempt of ``table`` (what ``casstore import`` reports
+    of a job): the statuses the rules give its rows, the rows with an exception recorded."""
+    per_status = np.bincount(apply_rules(table).status, minlength=len(STATUS_NAMES))
+    errors = int(np.count_nonzero(table.flags & np.uint8(Flag.EXCEPTION)))
+    return breakdown(per_status.tolist(), errors)
 
 
 def _ks_json(values: list[PassAtK]) -> dict[str, Any]:
@@ -131,7 +159,8 @@ class GroupReport(Block):
 class TaskTable:
     """Per-task partial aggregates (``T`` tasks, ``O`` outputs), as arrays.
 
-    ``attempts``/``successes`` int64[T], ``status`` int64[T, 5], ``expected`` bool[T, O],
+    ``attempts``/``successes`` int64[T], ``status`` int64[T, 5], ``harbor_errors``
+    int64[T], ``expected`` bool[T, O],
     ``measured`` int64[T, O], ``sums``/``sumsq`` float64[T, O].
     """
 
@@ -140,6 +169,7 @@ class TaskTable:
     attempts: np.ndarray
     successes: np.ndarray
     status: np.ndarray
+    harbor_errors: np.ndarray
     expected: np.ndarray
     measured: np.ndarray
     sums: np.ndarray
@@ -168,6 +198,7 @@ class TaskTable:
         expected = self.expected.tolist()
         attempts = self.attempts.tolist()
         status = self.status.tolist()
+        errors = self.harbor_errors.tolist()
         out = []
         for t, name in enumerate(self.names):
             outputs = {}
@@ -181,7 +212,7 @@ class TaskTable:
                     "attempts": attempts[t],
                     "stderr": None if math.isnan(se) else se,
                 }
-            counts = _count_dict(status[t])
+            counts = breakdown(status[t], errors[t])
             out.append(
                 {
                     "task": name,

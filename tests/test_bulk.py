@@ -134,7 +134,7 @@ def test_one_task_pack_prints_the_two_lines_it_always_did(tasks, tmp_path, capsy
         f'  "entries": {result.entries},\n'
         f'  "payload_bytes": {result.payload_bytes},\n'
         f'  "archive_bytes": {out_file.stat().st_size},\n'
-        '  "compression": "gzip"\n'
+        '  "compression": "zstd"\n'  # the name's, without -c (issue 18: it wrote gzip)
         "}\n"
     )
 

@@ -46,7 +46,8 @@ def test_publish_checkout_import_rescore_real_data(fixtures_dir, tmp_path, capsy
 
     job = next((fixtures_dir / "jobs/tb2-haiku/jobs").iterdir())
     (imported,) = [cli(capsys, store, "import", str(job))]
-    assert (imported["trials"], imported["errored"], imported["no_verifier"]) == (89, 21, 1)
+    counts = imported["counts"]
+    assert (imported["trials"], counts["errored"], counts["no_verifier"]) == (89, 1, 0)
     full = cli(capsys, store, "import", str(fixtures_dir / "jobs/full-trials"))
     # three of that job's trial directories (their config.json name it): nothing new
     assert (full["job"], full["trials"], full["imported"]) == (imported["job"], 89, 0)
@@ -58,6 +59,8 @@ def test_publish_checkout_import_rescore_real_data(fixtures_dir, tmp_path, capsy
     assert report["harbor_pass_at_k"] == {str(k): v for k, v in evals["pass_at_k"].items()}
     assert report["counts"]["attempts"] == recorded["n_total_trials"] == 89
     assert report["counts"]["partial"] + report["counts"]["errored"] == evals["n_errors"] == 21
+    assert report["counts"] == counts  # one breakdown, Harbor's n_errors in it
+    assert counts["harbor_errors"] == evals["n_errors"]
     reward = report["outputs"]["reward"]
     assert (reward["measured"], reward["attempts"]) == (89, 89)
     assert reward["mean"] == 37 / 89

@@ -12,6 +12,13 @@ Schema 4 (issue 17) changed two of them on purpose: each trial pack now starts w
 the CRC-32 of the schema-3 array that follows it (unchanged), and the job record says so
 (``pack_checksums``). The schema-3 digests are kept in ``tests/test_pack_checksums.py``, which
 checks that a store rewritten as schema 3 holds exactly those bytes.
+
+Issue 18 (item 3) changed the two JSON outputs on purpose, nothing else: ``import --json``
+printed overlapping flag counts (``"invalid": 0, "errored": 21, "no_verifier": 1``) under the
+words ``rescore`` uses for exclusive statuses (``errored 1``, ``no_verifier 0``); those three
+keys became ``counts``, rescore's breakdown of the job, and every ``counts`` object of
+``rescore --json`` (the run's, each group's, each task's) gained ``harbor_errors``, Harbor's
+``n_errors`` (21 here). The store bytes and archives are unchanged.
 """
 
 from __future__ import annotations
@@ -139,9 +146,9 @@ VERIFIER = {
 }
 ARCHIVES = "196f22fbcded33a8b8fb62511a65d89835097d137879826fa6786b78a63f3b7d"
 JSON = {
-    "import dir": "43958dffd7435639c8d51bd4e408dc525d61884cfd4eef1baa81784ee16129cd",
-    "rescore dir": "4d563e227a6818e8eb7affc836b1d9241cdf43b0465bde2d499ae8602c3df37e",
-    "rescore name": "4d563e227a6818e8eb7affc836b1d9241cdf43b0465bde2d499ae8602c3df37e",
+    "import dir": "954b79aba32dd470b739d32d8c7cafbe7f3b1381f60197c83d4a02814efc9d35",
+    "rescore dir": "2730d78566483fef4a8e36cd9be8cbd6ba650f84a8b10e410de293316db3d41d",
+    "rescore name": "2730d78566483fef4a8e36cd9be8cbd6ba650f84a8b10e410de293316db3d41d",
 }
 STORE = {
     "trial_packs": "4ec5c6a69541e8aaf73eb3c1ba8d36e201fbab744629d2f040dc91d27360f3f0",

@@ -234,13 +234,11 @@ def test_cli_import_export_ls(tmp_path: Path, capsys) -> None:
         "job",
         "trials",
         "imported",
-        "invalid",
-        "errored",
-        "no_verifier",
+        "counts",
         "failure_codes",
         "diagnostics",
     }
-    assert (report["trials"], report["imported"], report["invalid"]) == (4, 4, 0)
+    assert (report["trials"], report["imported"], report["counts"]["invalid"]) == (4, 4, 0)
     code, again, _ = store_cli(capsys, store, "import", str(job_dir), "--json")
     assert code == 0 and again["imported"] == 0
     code, rows, _ = store_cli(capsys, store, "ls", "jobs", "--json")
@@ -780,8 +778,9 @@ def test_reimported_saved_trials_are_not_new(tmp_path: Path, capsys) -> None:
     assert code == 0 and (more["trials"], more["imported"]) == (5, 1)
 
 
-def test_import_text_spells_out_its_flag_counts(tmp_path: Path, capsys) -> None:
-    """Import counts flags (they overlap), not rescore's exclusive statuses: the text says so."""
+def test_import_text_prints_the_breakdown_rescore_prints(tmp_path: Path, capsys) -> None:
+    """Import prints rescore's breakdown (one status per attempt, then Harbor's n_errors), not
+    flags that overlap (issue 18, item 3)."""
     trials = {
         "t__1": trial_json(trial_result("t", "t__1", exception="AgentTimeoutError")),
         "t__2": trial_json(trial_result("t", "t__2", verifier=False, exception="Boom", started=1)),
@@ -790,8 +789,13 @@ def test_import_text_spells_out_its_flag_counts(tmp_path: Path, capsys) -> None:
     job_dir = make_job(tmp_path / "job", trials)
     code, text, _ = store_cli(capsys, tmp_path / "store", "import", str(job_dir))
     assert code == 0
-    assert "3 trials (3 new), 0 invalid, 2 with an exception, 1 without a verifier result" in text
-    assert "errored" not in text
+    counts = (
+        "attempts 3   scored 1   partial 1   errored 1   no_verifier 0   invalid 0   "
+        "harbor_errors 2"
+    )
+    assert f": 3 trials (3 new)   {counts}   failures: " in text
+    code, scored, _ = store_cli(capsys, tmp_path / "store", "rescore", str(job_dir))
+    assert code == 0 and f"threshold 1   {counts}\n" in scored
 
 
 # stored trial records: schema 2 arrays, schema 1 maps ----------------------------------------

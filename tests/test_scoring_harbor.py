@@ -17,6 +17,7 @@ from harbor.utils.pass_at_k import compute_pass_at_k_by_evals
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from casstore.errors import UsageError
 from scoring import score
 from tests.scoring_helpers import harbor_groups, harbor_rewards, harbor_trials, make_table
 
@@ -25,6 +26,12 @@ NAMES = list(HARBOR)
 
 
 def check_parity(rows, reward_key: str = "reward") -> None:
+    mappings = [row["rewards"] for row in rows if isinstance(row["rewards"], dict)]
+    if not any(reward_key in m for m in mappings) and any(mappings):
+        # no attempt holds the reward key, some hold another: refused (issue 18, item 1)
+        with pytest.raises(UsageError, match="no attempt holds the reward key"):
+            score(make_table(rows, reward_key), metrics=NAMES)
+        return
     report = score(make_table(rows, reward_key), metrics=NAMES)
     trials = harbor_trials(rows)
     rewards = harbor_rewards(trials)

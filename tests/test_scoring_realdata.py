@@ -46,6 +46,7 @@ def test_rules_on_the_real_job(job) -> None:
         "errored": 1,
         "no_verifier": 0,
         "invalid": 0,
+        "harbor_errors": 21,
     }
     (diagnostic,) = report.diagnostic_dicts()
     assert diagnostic["code"] == "verifier_result_missing"

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from casstore.errors import UsageError
 from scoring import STATUS_NAMES, apply_rules, score
 from tests.scoring_helpers import make_table
 
@@ -67,7 +68,7 @@ def test_primary_by_key_never_by_order() -> None:
 @pytest.mark.parametrize(
     ("rewards", "code"),
     [
-        ({"other": 1.0}, "primary_missing"),
+        ({}, "primary_missing"),  # (only other keys in every attempt: refused, see below)
         ({"reward": True}, "primary_boolean"),
         ({"reward": False}, "primary_boolean"),
         ({"reward": math.inf}, "primary_nonfinite"),
@@ -81,6 +82,23 @@ def test_unusable_primary_emits_zero_and_a_diagnostic(rewards, code) -> None:
     stats = report.outputs["reward"]
     assert (stats.mean, stats.measured, stats.attempts) == (0.0, 1, 1)
     assert (code, "a__0", "reward") in diagnostics(rows)
+
+
+def test_a_reward_key_no_attempt_holds_is_refused_naming_the_others() -> None:
+    """Issue 18, item 1: every attempt lacks the key but some hold others: UsageError (exit
+    2) naming them, sorted as the table holds them; one attempt holding it: scored."""
+    rows = [{"task": "a", "rewards": {"other": 1.0, "b": 0.5}}, {"task": "b", "rewards": None}]
+    with pytest.raises(UsageError) as raised:
+        score(make_table(rows))
+    assert raised.value.exit_code == 2
+    assert raised.value.rule.startswith(
+        "no attempt holds the reward key 'reward'; the attempts hold 'b', 'other': "
+    )
+    rows.append({"task": "b", "rewards": {"reward": 0.0}})
+    assert score(make_table(rows)).diagnostics.counts() == {
+        "primary_missing": 1,
+        "verifier_result_missing": 1,
+    }
 
 
 def test_finite_primary_emitted_unchanged_including_numeric_strings() -> None:

@@ -56,7 +56,7 @@ def test_help_loads_no_work_and_no_unused_rich_module(tmp_path: Path) -> None:
     "argv",
     [
         ["pack", "TASK", "-o", "OUT"],
-        ["pack", "TASK", "-o", "OUT", "--json", "-c", "zstd"],
+        ["pack", "TASK", "-o", "OUT_ZST", "--json", "-c", "zstd"],
         ["verify", "ARCHIVE"],
         ["verify", "ARCHIVE", "--json"],
         ["extract", "ARCHIVE", "DEST"],
@@ -68,6 +68,7 @@ def test_archive_commands_load_no_store_numpy_harbor_pydantic_or_rich(
     names = {
         "TASK": str(make_task(tmp_path, files={"tests/test.sh": "echo 1\n"})),
         "OUT": str(tmp_path / "out.tgz"),
+        "OUT_ZST": str(tmp_path / "out.tar.zst"),  # (a .tgz name refuses -c zstd)
         "ARCHIVE": str(archive),
         "DEST": str(tmp_path / "dest"),
     }

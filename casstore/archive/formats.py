@@ -6,11 +6,62 @@ are in :mod:`casstore.archive.compress`, loaded only by the commands that pack o
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
-__all__ = ["COMPRESSIONS", "SUFFIXES", "Compression"]
+from casstore.errors import UsageError
+
+__all__ = [
+    "COMPRESSIONS",
+    "NAMED",
+    "SUFFIXES",
+    "Compression",
+    "named_compression",
+    "output_compression",
+]
 
 Compression = Literal["gzip", "zstd", "none"]
 COMPRESSIONS: tuple[Compression, ...] = ("gzip", "zstd", "none")
 SUFFIXES: dict[Compression, str] = {"gzip": ".tar.gz", "zstd": ".tar.zst", "none": ".tar"}
 """The file name ending of an archive of each compression (``casstore pack DIR... -o OUTDIR``)."""
+
+NAMED: tuple[tuple[str, Compression], ...] = (
+    (".tar.gz", "gzip"),
+    (".tgz", "gzip"),
+    (".tar.zst", "zstd"),
+    (".tzst", "zstd"),
+    (".tar", "none"),
+    (".gz", "gzip"),
+    (".zst", "zstd"),
+)
+"""The file name endings that say a compression (``casstore pack DIR -o FILE``), any case,
+the first that matches deciding."""
+
+
+def named_compression(path: os.PathLike[str] | str) -> tuple[str, Compression] | None:
+    """The ending of ``path``'s file name that says a compression (:data:`NAMED`) and that
+    compression; None when the name says none."""
+    name = os.path.basename(os.fspath(path)).lower()
+    for suffix, compression in NAMED:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return suffix, compression
+    return None
+
+
+def output_compression(path: os.PathLike[str] | str, asked: Compression | None) -> Compression:
+    """The compression of the archive file ``path``: ``asked`` when given, else the one its
+    name says (:data:`NAMED`: ``.tar.gz``/``.tgz``/``.gz`` gzip, ``.tar.zst``/``.tzst``/``.zst``
+    zstd, ``.tar`` none), else gzip (the store's ``task_archive`` files have no ending).
+    UsageError naming both when ``asked`` contradicts the name (an archive never carries a name
+    that lies about its bytes); a name that says none takes any compression."""
+    named = named_compression(path)
+    if asked is None:
+        return named[1] if named is not None else "gzip"
+    if named is not None and named[1] != asked:
+        suffix, compression = named
+        raise UsageError(
+            os.fspath(path),
+            f"the name ends in {suffix} ({compression}) but -c asks for {asked}: name the file "
+            f"{SUFFIXES[asked]} or drop -c",
+        )
+    return asked

@@ -227,27 +227,30 @@ class ImportReport(msgspec.Struct, kw_only=True):
     """What one job's import did: the ``casstore import --json`` object.
 
     ``job`` (job id), ``name``, ``trials`` (records of the job now stored), ``imported`` (new
-    this run), ``invalid``/``exceptions``/``no_verifier`` (counts over the job's trials, see
-    :func:`casstore.trials.rules.counts`), ``failure_codes``, ``diagnostics``.
+    this run), ``counts`` (the breakdown of the job's attempts ``casstore rescore`` prints too:
+    :func:`scoring.count_attempts`, filled by :func:`casstore.import_jobs`, a layer above this
+    one; empty from ``Jobs(store).import_jobs``), ``failure_codes``, ``diagnostics``; and the
+    trials' flag counts, which may overlap (``invalid``, ``exceptions``, ``no_verifier``:
+    :func:`casstore.trials.rules.counts`; not in the JSON, whose ``counts`` say it once).
     """
 
     job: str
     name: str
     trials: int
     imported: int
+    counts: dict[str, int] = msgspec.field(default_factory=dict)
     invalid: int
-    # trials with an exception recorded; the JSON key stays "errored" (the JSON does not
-    # change with the rename; rescore's "errored" is another count)
-    exceptions: int = msgspec.field(name="errored")
+    exceptions: int
     no_verifier: int
     failure_codes: dict[str, int]
     diagnostics: list[dict[str, Any]]
 
     def to_json(self) -> dict[str, Any]:
-        """The ``--json`` object (keys: job, trials, imported, invalid, errored, no_verifier,
-        failure_codes, diagnostics)."""
+        """The ``--json`` object (keys: job, trials, imported, counts, failure_codes,
+        diagnostics)."""
         data = msgspec.to_builtins(self)
-        data.pop("name")
+        for flag in ("name", "invalid", "exceptions", "no_verifier"):
+            data.pop(flag)
         return data
 
 
