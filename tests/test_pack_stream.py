@@ -5,6 +5,7 @@ limit, refused at the exact byte where the check fails."""
 
 from __future__ import annotations
 
+import gc
 import io
 import os
 import random
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import casstore.archive.compress
 import casstore.archive.tarbuild
 from casstore.archive.compress import STREAM_BLOCK
 from casstore.archive.limits import Limits
@@ -222,6 +224,23 @@ def test_archive_limit_is_refused_after_the_block_that_passes_it(tmp_path: Path)
         STREAM_BLOCK + 10,
     )
     assert _packing_threads() == []
+
+
+def test_a_failed_gzip_pack_leaves_no_deflate_thread(tmp_path: Path, monkeypatch) -> None:
+    """The gzip encoder's threads end with the pack that fails midway (here: the archive
+    limit, passed after several blocks went to the deflate threads)."""
+    monkeypatch.setattr(casstore.archive.compress, "workers", lambda: 2)
+    task = make_task(tmp_path)
+    (task / "big.bin").write_bytes(random.Random(3).randbytes(8 * STREAM_BLOCK))
+    for _ in range(3):
+        with pytest.raises(LimitError):
+            pack_tree(task, tmp_path / "out.tar.gz", "gzip", Limits(max_archive_bytes=3 << 20))
+    gc.collect()
+    left = [t for t in threading.enumerate() if t.name == "casstore-deflate"]
+    for thread in left:
+        thread.join(timeout=10)
+    assert [t for t in left if t.is_alive()] == []
+    assert not (tmp_path / "out.tar.gz").exists()
 
 
 def test_an_error_of_earlier_blocks_comes_before_a_later_change(
