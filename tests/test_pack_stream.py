@@ -243,6 +243,40 @@ def test_a_failed_gzip_pack_leaves_no_deflate_thread(tmp_path: Path, monkeypatch
     assert not (tmp_path / "out.tar.gz").exists()
 
 
+def test_the_temporary_file_is_new_private_and_never_an_existing_one(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The archive is written to a new ``.<name>.<random>.tmp`` file (mode 0o600 while it is
+    written) beside the output: a file already there under the drawn name is left alone and
+    another name drawn."""
+    task = make_task(tmp_path)
+    out = tmp_path / "out.tar.gz"
+    taken = tmp_path / f".out.tar.gz.{'00' * 6}.tmp"
+    taken.write_bytes(b"keep")
+    draws = iter([bytes(6), bytes(6), b"\x01" * 6])
+    real_urandom = os.urandom
+    monkeypatch.setattr(os, "urandom", lambda n: next(draws) if n == 6 else real_urandom(n))
+    seen: list[tuple[str, int]] = []
+
+    def look(real, fd, buffers):
+        seen.extend(
+            (p.name, p.stat().st_mode & 0o777)
+            for p in tmp_path.iterdir()
+            if p != taken and p.name.endswith(".tmp")
+        )
+        return real(fd, buffers)
+
+    _wrap_read(monkeypatch, look)
+    result = pack_tree(task, out, "gzip")
+    assert set(seen) == {(f".out.tar.gz.{'01' * 6}.tmp", 0o600)}
+    assert taken.read_bytes() == b"keep"
+    assert out.stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["out.tar.gz", taken.name, task.name]
+    )
+    assert str(result.address).startswith("sha256:")
+
+
 def test_an_error_of_earlier_blocks_comes_before_a_later_change(
     tmp_path: Path, monkeypatch
 ) -> None:
