@@ -5,6 +5,7 @@ limit, refused at the exact byte where the check fails."""
 
 from __future__ import annotations
 
+import gc
 import io
 import os
 import random
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import casstore.archive.compress
 import casstore.archive.tarbuild
 from casstore.archive.compress import STREAM_BLOCK
 from casstore.archive.limits import Limits
@@ -222,6 +224,57 @@ def test_archive_limit_is_refused_after_the_block_that_passes_it(tmp_path: Path)
         STREAM_BLOCK + 10,
     )
     assert _packing_threads() == []
+
+
+def test_a_failed_gzip_pack_leaves_no_deflate_thread(tmp_path: Path, monkeypatch) -> None:
+    """The gzip encoder's threads end with the pack that fails midway (here: the archive
+    limit, passed after several blocks went to the deflate threads)."""
+    monkeypatch.setattr(casstore.archive.compress, "workers", lambda: 2)
+    task = make_task(tmp_path)
+    (task / "big.bin").write_bytes(random.Random(3).randbytes(8 * STREAM_BLOCK))
+    for _ in range(3):
+        with pytest.raises(LimitError):
+            pack_tree(task, tmp_path / "out.tar.gz", "gzip", Limits(max_archive_bytes=3 << 20))
+    gc.collect()
+    left = [t for t in threading.enumerate() if t.name == "casstore-deflate"]
+    for thread in left:
+        thread.join(timeout=10)
+    assert [t for t in left if t.is_alive()] == []
+    assert not (tmp_path / "out.tar.gz").exists()
+
+
+def test_the_temporary_file_is_new_private_and_never_an_existing_one(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The archive is written to a new ``.<name>.<random>.tmp`` file (mode 0o600 while it is
+    written) beside the output: a file already there under the drawn name is left alone and
+    another name drawn."""
+    task = make_task(tmp_path)
+    out = tmp_path / "out.tar.gz"
+    taken = tmp_path / f".out.tar.gz.{'00' * 6}.tmp"
+    taken.write_bytes(b"keep")
+    draws = iter([bytes(6), bytes(6), b"\x01" * 6])
+    real_urandom = os.urandom
+    monkeypatch.setattr(os, "urandom", lambda n: next(draws) if n == 6 else real_urandom(n))
+    seen: list[tuple[str, int]] = []
+
+    def look(real, fd, buffers):
+        seen.extend(
+            (p.name, p.stat().st_mode & 0o777)
+            for p in tmp_path.iterdir()
+            if p != taken and p.name.endswith(".tmp")
+        )
+        return real(fd, buffers)
+
+    _wrap_read(monkeypatch, look)
+    result = pack_tree(task, out, "gzip")
+    assert set(seen) == {(f".out.tar.gz.{'01' * 6}.tmp", 0o600)}
+    assert taken.read_bytes() == b"keep"
+    assert out.stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["out.tar.gz", taken.name, task.name]
+    )
+    assert str(result.address).startswith("sha256:")
 
 
 def test_an_error_of_earlier_blocks_comes_before_a_later_change(

@@ -77,6 +77,25 @@ def test_archive_commands_load_no_store_numpy_harbor_pydantic_or_rich(
     assert not top_level(modules, HEAVY | HELP_ONLY | {"rich"})  # plain lines need no rich
 
 
+@pytest.mark.parametrize("argv", [["pack", "TASK", "-o", "OUT"], ["verify", "ARCHIVE"]])
+def test_gzip_commands_load_no_zstandard_or_thread_pool(
+    argv: list[str], archive: Path, tmp_path: Path
+) -> None:
+    """zstd's module is loaded for a zstd stream only; the gzip encoder's threads need no
+    concurrent.futures (which imports logging), the archive's temporary file no tempfile
+    (random and its extension modules): start-up of the commonest commands."""
+    names = {
+        "TASK": str(make_task(tmp_path, files={"tests/test.sh": "echo 1\n"})),
+        "OUT": str(tmp_path / "out.tgz"),
+        "ARCHIVE": str(archive),
+    }
+    code, _, modules = loaded(tmp_path, *[names.get(a, a) for a in argv])
+    assert code == 0
+    assert "casstore.archive.compress" in modules
+    assert not top_level(modules, {"zstandard", "concurrent.futures", "logging"})
+    assert argv[0] != "pack" or "tempfile" not in modules  # the archive's temporary: os.open
+
+
 def test_ls_loads_no_numpy_scoring_harbor_rich_or_packer(tmp_path: Path, archive: Path) -> None:
     store = tmp_path / "store"
     task = make_task(tmp_path)

@@ -90,6 +90,33 @@ def test_header_checksum_of_the_largest_ascii_header():
     assert header_bytes(name, "file", 0o7777, 8**11 - 1) == reference(member)
 
 
+def test_headers_that_share_a_mode_and_size_each_have_their_own_name_and_checksum():
+    """The numeric fields of a (mode, size) pair are reused by the next header: each header
+    still equals tarfile's, and no more than the bound of pairs is kept."""
+    import casstore.archive.tarformat as tarformat
+
+    tarformat._NUMBER_FIELDS.clear()
+    for name, kind, link in [("t/a", "file", ""), ("t/bb", "file", ""), ("t/d", "dir", "")]:
+        for mode in (0o644, 0o755):
+            size = 5 if kind == "file" else 0
+            member = Member(name, kind, mode, size, link)
+            assert header_bytes(name, kind, mode, size, link) == reference(member)
+    for link in ("x", "yy/z"):
+        member = Member("t/l", "symlink", 0o777, 0, link)
+        assert header_bytes("t/l", "symlink", 0o777, 0, link) == reference(member)
+    assert set(tarformat._NUMBER_FIELDS) == {
+        (0o644, 5),
+        (0o755, 5),
+        (0o644, 0),
+        (0o755, 0),
+        (0o777, 0),
+    }
+    for size in range(tarformat._NUMBER_FIELDS_KEPT + 10):
+        header_bytes("t/f", "file", 0o644, size)
+    assert len(tarformat._NUMBER_FIELDS) <= tarformat._NUMBER_FIELDS_KEPT
+    assert header_bytes("t/f", "file", 0o600, 7) == reference(Member("t/f", "file", 0o600, 7))
+
+
 def test_pax_only_when_needed():
     assert len(encode_header(Member("t/" + "a" * 98, "file", 0o644, 1))) == 512
     assert len(encode_header(Member("t/" + "a" * 99, "file", 0o644, 1))) == 3 * 512

@@ -17,14 +17,15 @@ stream, and raise :class:`CorruptArchiveError` for any decoding failure.
 from __future__ import annotations
 
 import os
+import queue
 import struct
+import threading
+import weakref
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
-import zstandard
 from isal.isal_zlib import crc32  # ISA-L: zlib's CRC-32 at ~6x its speed
 
 from casstore.archive.formats import COMPRESSIONS, Compression
@@ -113,6 +114,8 @@ class _PlainEncoder:
 
 class _ZstdEncoder:
     def __init__(self, write: Write) -> None:
+        import zstandard  # here: a gzip or plain stream never loads it (start-up time)
+
         self._write = write
         parameters = zstandard.ZstdCompressionParameters.from_level(
             ZSTD_LEVEL,
@@ -149,8 +152,8 @@ class _GzipEncoder:
     def __init__(self, write: Write) -> None:
         self._write = write
         self._workers = workers()
-        self._pool: ThreadPoolExecutor | None = None  # started with the first full block
-        self._pending: deque[Future[bytes] | bytes] = deque()
+        self._pool: _Deflaters | None = None  # started with the first full block
+        self._pending: deque[_Deflation | bytes] = deque()
         self._buffer = bytearray()
         self._dictionary = b""
         self._crc = 0
@@ -171,7 +174,7 @@ class _GzipEncoder:
         while self._pending:
             self._drain()
         if self._pool is not None:
-            self._pool.shutdown()
+            self._pool.stop()
         self._write(struct.pack("<II", self._crc, self._size & 0xFFFFFFFF))
 
     def _submit(self, block: bytes | bytearray, last: bool) -> None:
@@ -181,8 +184,8 @@ class _GzipEncoder:
             self._pending.append(_deflate(block, self._dictionary, last))
         else:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(self._workers, "casstore-deflate")
-            self._pending.append(self._pool.submit(_deflate, block, self._dictionary, last))
+                self._pool = _Deflaters(self._workers)
+            self._pending.append(self._pool.submit(block, self._dictionary, last))
         self._dictionary = bytes(block[-_WINDOW:])
         while len(self._pending) > 2 * self._workers:
             self._drain()
@@ -190,6 +193,70 @@ class _GzipEncoder:
     def _drain(self) -> None:
         done = self._pending.popleft()
         self._write(done if isinstance(done, bytes) else done.result())
+
+
+class _Deflation:
+    """One block's deflate, run by a :class:`_Deflaters` thread; ``result`` waits for its
+    bytes (or raises the error it met)."""
+
+    __slots__ = ("_done", "_outcome", "args")
+
+    def __init__(self, block: bytes | bytearray, dictionary: bytes, last: bool) -> None:
+        self.args: tuple = (block, dictionary, last)
+        self._done = threading.Event()
+        self._outcome: bytes | BaseException = b""
+
+    def run(self) -> None:
+        try:
+            self._outcome = _deflate(*self.args)
+        except BaseException as error:  # raised again by result
+            self._outcome = error
+        self.args = ()  # the block may be freed
+        self._done.set()
+
+    def result(self) -> bytes:
+        self._done.wait()
+        if isinstance(self._outcome, BaseException):
+            raise self._outcome
+        return self._outcome
+
+
+class _Deflaters:
+    """``count`` threads running the :class:`_Deflation` jobs of :meth:`submit`: plain
+    threads and a queue, as concurrent.futures' import (logging with it) is start-up time.
+    As with a ThreadPoolExecutor, the threads of a pool dropped without :meth:`stop` (a failed
+    pack) end when it is collected."""
+
+    def __init__(self, count: int) -> None:
+        jobs: queue.SimpleQueue[_Deflation | None] = queue.SimpleQueue()
+        self._jobs, self._threads = jobs, [_deflate_thread(jobs) for _ in range(count)]
+        self._end = weakref.finalize(self, _end_jobs, jobs, count)  # holds no self
+
+    def submit(self, block: bytes | bytearray, dictionary: bytes, last: bool) -> _Deflation:
+        job = _Deflation(block, dictionary, last)
+        self._jobs.put(job)
+        return job
+
+    def stop(self) -> None:
+        """End the threads once the submitted blocks are done."""
+        self._end()
+        for thread in self._threads:
+            thread.join()
+
+
+def _deflate_thread(jobs: queue.SimpleQueue[_Deflation | None]) -> threading.Thread:
+    def run() -> None:
+        while (job := jobs.get()) is not None:
+            job.run()
+
+    thread = threading.Thread(target=run, name="casstore-deflate", daemon=True)
+    thread.start()
+    return thread
+
+
+def _end_jobs(jobs: queue.SimpleQueue[_Deflation | None], count: int) -> None:
+    for _ in range(count):
+        jobs.put(None)
 
 
 def detect(head: bytes) -> Compression:
@@ -266,6 +333,8 @@ def _check_gzip_trailer(trailer: bytes, crc: int, size: int) -> None:
 
 
 def _unzstd(source: _Source) -> Iterator[bytes]:
+    import zstandard  # here: a gzip or plain stream never loads it (start-up time)
+
     tracker = _ZstdFrameEnd(source)
     decompressor = zstandard.ZstdDecompressor(max_window_size=_MAX_ZSTD_WINDOW)
     # zstandard's stub wants IO[bytes]; any object with read(size) is accepted

@@ -9,8 +9,8 @@ temporary file beside it, ``fdatasync``-ed in the background while it is written
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
-import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +23,8 @@ from casstore.errors import UsageError
 __all__ = ["FLUSH_EVERY", "Sink", "check_output", "write_to_path"]
 
 FLUSH_EVERY = 32 << 20  # archive bytes between two background fdatasync calls
+# tempfile.mkstemp's flags, without its import (random and three extension modules)
+_CREATE = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def check_output(out: Path, source: Path) -> Path:
@@ -44,7 +46,7 @@ def write_to_path[T](out: Path, write: Callable[[BinaryIO], T]) -> T:
     (mode 0o644); on any failure the temporary file is removed and the error raised — the
     first error: flushing or closing the temporary file after it never replaces it. An
     OSError of the output (disk full, read-only folder) names ``out``, not the temporary."""
-    fd, temporary = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    fd, temporary = _create_temporary(out)
     handle = os.fdopen(fd, "wb")
     try:
         result = _write_synced(handle, write)
@@ -58,6 +60,18 @@ def write_to_path[T](out: Path, write: Callable[[BinaryIO], T]) -> T:
             raise OSError(error.errno, error.strerror or str(error), str(out)) from error
         raise
     return result
+
+
+def _create_temporary(out: Path) -> tuple[int, str]:
+    """A new file ``.<name>.<random>.tmp`` beside ``out``, mode 0o600 (never a file that
+    exists: ``O_EXCL``, as ``tempfile.mkstemp``): its descriptor and path."""
+    for _ in range(100):
+        temporary = os.path.join(out.parent, f".{out.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(temporary, _CREATE, 0o600), temporary
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temporary file name", str(out.parent))
 
 
 def _write_synced[T](handle: BinaryIO, write: Callable[[BinaryIO], T]) -> T:

@@ -53,10 +53,15 @@ _FIXED_SUM = 8 * 32 + sum(_TAIL) - 1
 # What HeaderParser reads: a block's fields; each mode field the packer writes; bytes 156-512
 # of a file's and a directory's header, and their fixed checksum part; the NULs after a name.
 _HEADER = struct.Struct("100s48s8s356s")  # name, mode to mtime, checksum, the rest
-_MODE_FIELDS = {b"%07o\0" % mode: mode for mode in range(0o10000)}
-_FILE_REST, _DIR_REST = (TYPEFLAG[kind] + _NULS + _TAIL for kind in ("file", "dir"))
+_MODE_FIELDS: dict[bytes, int] = {}  # every mode field, filled on first use (see _mode)
+_UNLINKED_REST = {flag: flag + _NULS + _TAIL for flag in TYPEFLAG.values()}  # no link target
+_FILE_REST, _DIR_REST = (_UNLINKED_REST[TYPEFLAG[kind]] for kind in ("file", "dir"))
 _FILE_SUM, _DIR_SUM = (_FIXED_SUM + TYPEFLAG[kind][0] for kind in ("file", "dir"))
 _PADDINGS = [bytes(n) for n in range(100)]
+# What the packer's headers reuse: the numeric fields of recent (mode, size) pairs and their
+# byte sum (see _number_fields).
+_NUMBER_FIELDS: dict[tuple[int, int], tuple[bytes, int]] = {}
+_NUMBER_FIELDS_KEPT = 4096
 _NOT_CANONICAL = (-1, 0, 0)
 
 
@@ -130,17 +135,33 @@ def _ustar_fast(name: bytes, mode: int, size: int, typeflag: bytes, link: bytes)
     """The single ustar block for an ASCII ``name`` and ``link`` of at most 100 bytes, an
     in-range ``mode`` and a ``size`` below 8**11: the same bytes as :func:`_ustar_block`.
 
-    The checksum is the fixed part's sum plus the sum of the variable bytes, taken with
-    ``zlib.adler32``: its low 16 bits are 1 + the byte sum modulo 65,521, and here the sum is
-    exact because it stays below 2 x 100 x 127 + 48 x 55 < 65,520 (ASCII name and linkname of
-    at most 100 bytes, 48 bytes of octal digits and NULs).
+    The checksum is the fixed part's sum, the numeric fields' (:func:`_number_fields`) and the
+    sum of the name and link bytes, taken with ``zlib.adler32``: its low 16 bits are 1 + the
+    byte sum modulo 65,521, and here the sum is exact because it stays below 2 x 100 x 127 <
+    65,520 (ASCII name and linkname of at most 100 bytes).
     """
+    try:
+        fields, fields_sum = _NUMBER_FIELDS[mode, size]
+    except KeyError:
+        fields, fields_sum = _number_fields(mode, size)
+    if link:
+        variable = adler32(link, adler32(name)) & 0xFFFF
+        rest = b"".join((typeflag, link, _NULS[len(link) :], _TAIL))
+    else:  # a file or a directory: the rest of the block is a constant
+        variable, rest = adler32(name) & 0xFFFF, _UNLINKED_REST[typeflag]
+    checksum = b"%06o\0 " % (variable + fields_sum + _FIXED_SUM + typeflag[0])
+    return b"".join((name, _NULS[len(name) :], fields, checksum, rest))
+
+
+def _number_fields(mode: int, size: int) -> tuple[bytes, int]:
+    """The 48 bytes from mode to mtime of a header and their byte sum, kept in
+    ``_NUMBER_FIELDS`` (a tree's files share few modes and sizes; emptied when it holds
+    ``_NUMBER_FIELDS_KEPT`` pairs, so a long-lived process keeps at most that many)."""
     fields = _FIELDS % (mode, size)
-    variable = adler32(link, adler32(fields, adler32(name))) & 0xFFFF
-    checksum = b"%06o\0 " % (variable + _FIXED_SUM + typeflag[0])
-    return b"".join(
-        (name, _NULS[len(name) :], fields, checksum, typeflag, link, _NULS[len(link) :], _TAIL)
-    )
+    if len(_NUMBER_FIELDS) >= _NUMBER_FIELDS_KEPT:
+        _NUMBER_FIELDS.clear()
+    known = _NUMBER_FIELDS[mode, size] = fields, sum(fields)
+    return known
 
 
 class HeaderParser:
@@ -240,10 +261,18 @@ def _checksum(field: bytes) -> int:
     return value if field == b"%06o\0 " % value else -1
 
 
+def _mode(field: bytes) -> int | None:
+    """The mode of a mode field as the packer writes it; None for any other bytes. (The
+    table of the 4,096 fields is built by the first reader, not by every import.)"""
+    if not _MODE_FIELDS:
+        _MODE_FIELDS.update({b"%07o\0" % mode: mode for mode in range(0o10000)})
+    return _MODE_FIELDS.get(field)
+
+
 def _numbers(fields: bytes) -> tuple[int, int, int]:
     """(mode, size, byte sum) of the 48 bytes from mode to mtime when they are canonical;
     a mode of -1 otherwise."""
-    mode = _MODE_FIELDS.get(fields[:8])
+    mode = _mode(fields[:8])
     try:
         size = int(fields[24:35], 8)
     except ValueError:
