@@ -82,10 +82,13 @@ def import_(
     lack a verifier result (flags that may overlap, not rescore's exclusive statuses)."""
     from casstore.store import Store  # here: for start-up time
     from casstore.trials import Jobs
+    from casstore.trials.find import not_a_job_file
 
-    for path in paths:
+    for path in paths:  # refused before the store is made
         if not path.exists():
             raise UsageError(str(path), "no such file or directory")
+        if path.is_file() and not str(path).endswith(".jsonl"):
+            raise not_a_job_file(path)
     options: GlobalOptions = ctx.obj
     with Store(options.store) as store, progress_bar("import", every=64) as bar:
         reports = Jobs(store).import_jobs(paths, reward_key=reward_key, name=name, progress=bar)

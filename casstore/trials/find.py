@@ -17,11 +17,16 @@ from typing import Any
 import msgspec
 
 from casstore.errors import UsageError
+from casstore.trials.files import decode_json, read_bytes
 
-__all__ = ["find_jobs", "subdir_names"]
+__all__ = ["find_jobs", "not_a_job_file", "subdir_names"]
 
 _JSON = msgspec.json.Decoder()
 _NOT_A_JOB = "not a Harbor job directory (nor a directory of job directories)"
+_TB1_RUN = {"results", "n_resolved", "n_unresolved", "accuracy"}
+"""Fields of Terminal-Bench 1's run ``results.json`` (its ``BenchmarkResults``)."""
+_TB1_TRIAL = {"trial_name", "task_id", "is_resolved", "parser_results"}
+"""Fields of Terminal-Bench 1's trial ``results.json`` (its ``TrialResults``)."""
 
 
 def find_jobs(paths: Sequence[Path | str]) -> list[Path]:
@@ -52,6 +57,21 @@ def find_jobs(paths: Sequence[Path | str]) -> list[Path]:
                 seen.add(key)
                 found.append(job)
     return found
+
+
+def not_a_job_file(path: Path | str) -> UsageError:
+    """The error for a file given where a Harbor job directory or a trials ``.jsonl`` is
+    expected (``rescore``, ``import``): a ``results.json`` Terminal-Bench 1 wrote (a run's or
+    a trial's, recognised by its fields) is named as such, any other file as a file."""
+    data = decode_json(read_bytes(Path(path)))
+    if isinstance(data, dict) and (data.keys() >= _TB1_RUN or data.keys() >= _TB1_TRIAL):
+        rule = (
+            "a Terminal-Bench 1 results.json, an older Terminal-Bench format; "
+            "casstore reads Harbor job directories"
+        )
+    else:
+        rule = "a file, neither a Harbor job directory nor a trials .jsonl file"
+    return UsageError(str(path), rule)
 
 
 def subdir_names(path: Path | str) -> list[str]:

@@ -1,0 +1,87 @@
+"""Messages that say what is wrong (issue 18, items 9 to 14): each refusal is one line on
+stderr naming the argument the user gave and what is wrong with it, with the exit status of
+its kind; a refusal creates nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import make_task, store_cli
+
+TB1_NOTE = "an older Terminal-Bench format; casstore reads Harbor job directories"
+
+
+def _tb1_results(path: Path) -> Path:
+    """A run-level ``results.json`` of Terminal-Bench 1 (``tb run``): its ``BenchmarkResults``
+    fields (``id``, ``results`` with one ``TrialResults`` each, ``pass_at_k``, ``n_resolved``,
+    ``n_unresolved``, ``resolved_ids``, ``unresolved_ids``, ``accuracy``)."""
+    trial = {
+        "id": "5d1d1c0e-0000-4000-8000-000000000001",
+        "trial_name": "hello-world.1-of-1.2025-06-01__10-00-00",
+        "task_id": "hello-world",
+        "instruction": "Create hello.txt.",
+        "is_resolved": True,
+        "failure_mode": "unset",
+        "parser_results": {"test_hello_file_exists": "passed"},
+        "recording_path": "hello-world/hello-world.1-of-1/sessions/agent.cast",
+        "total_input_tokens": 1200,
+        "total_output_tokens": 80,
+    }
+    results = {
+        "id": "5d1d1c0e-0000-4000-8000-000000000000",
+        "results": [trial],
+        "pass_at_k": {"1": 1.0},
+        "n_resolved": 1,
+        "n_unresolved": 0,
+        "resolved_ids": ["hello-world"],
+        "unresolved_ids": [],
+        "accuracy": 1.0,
+    }
+    path.write_text(json.dumps(results, indent=4))
+    return path
+
+
+# item 9: rescore FILE
+
+
+@pytest.mark.parametrize("with_store", [False, True])
+def test_rescore_of_a_plain_file_says_it_is_no_job_directory_nor_trials_file(
+    capsys, tmp_path: Path, with_store: bool
+) -> None:
+    store = tmp_path / "store"
+    if with_store:
+        store_cli(capsys, store, "publish", str(make_task(tmp_path)))
+    data = tmp_path / "scores.json"
+    data.write_text('{"reward": 1.0}\n')
+    code, out, err = store_cli(capsys, store, "rescore", str(data))
+    assert (code, out) == (2, "")
+    assert err == (
+        f"casstore: {data}: a file, neither a Harbor job directory nor a trials .jsonl file\n"
+    )
+
+
+def test_rescore_and_import_name_a_terminal_bench_1_results_file(capsys, tmp_path: Path) -> None:
+    results = _tb1_results(tmp_path / "results.json")
+    expected = f"casstore: {results}: a Terminal-Bench 1 results.json, {TB1_NOTE}\n"
+    for command in ("rescore", "import"):
+        code, out, err = store_cli(capsys, tmp_path / "store", command, str(results))
+        assert (code, out, err) == (2, "", expected)
+    assert not (tmp_path / "store").exists()
+
+
+def test_an_imported_job_named_like_a_file_is_still_found(
+    capsys, tmp_path: Path, monkeypatch
+) -> None:
+    from casstore.examples.job import write_example_job
+
+    job = write_example_job(tmp_path / "jobs", ["alpha"], attempts=2)
+    store = tmp_path / "store"
+    code, _, err = store_cli(capsys, store, "import", str(job), "--name", "notes.json")
+    assert (code, err) == (0, "")
+    monkeypatch.chdir(tmp_path)
+    Path("notes.json").write_text("{}\n")
+    code, report, err = store_cli(capsys, store, "rescore", "notes.json", "--json")
+    assert (code, err) == (0, "") and report["counts"]["attempts"] == 2
