@@ -51,6 +51,7 @@ __all__ = [
     "UsageError",
     "is_text",
     "printable",
+    "unknown_reference",
 ]
 
 
@@ -168,6 +169,14 @@ class UnknownReferenceError(StoreError):
 
     kind = "unknown_reference"
     exit_code = 2
+
+
+def unknown_reference(ref: str, what: str, by: str = "name") -> UnknownReferenceError:
+    """The one wording of a reference that names nothing, for every command:
+    ``<ref>: no <what> of that <by>``; ``what`` names every kind the command looked for
+    (``task``, ``taskset``, ``taskset or task``, ``imported job``), ``by`` what it matched
+    (``name``; ``id or name`` for a job)."""
+    return UnknownReferenceError(ref, f"no {what} of that {by}")
 
 
 class PublicationError(StoreError):

@@ -203,15 +203,7 @@ def _check_repeats(job: str, names: Sequence[str], source: str) -> None:
 def _resolve(store: StoreArgument, ref: str) -> list[tuple[str, TaskRevision]]:
     """The ``(task key, revision)`` pairs of taskset (or task) ``ref``."""
     with _opened(store) as opened:
-        try:
-            return opened.resolve(ref)[1]
-        except UnknownReferenceError as error:
-            # Store.resolve tries a taskset, then a task: when neither exists it reports the
-            # task lookup ("no task of that name"), but --taskset asked for a taskset.
-            if error.rule == "no task of that name":
-                rule = "no taskset (or task) of that name"
-                raise UnknownReferenceError(error.path, rule) from None
-            raise
+        return opened.resolve(ref)[1]
 
 
 def _identities(key: str, revision: TaskRevision) -> set[str]:

@@ -85,3 +85,29 @@ def test_an_imported_job_named_like_a_file_is_still_found(
     Path("notes.json").write_text("{}\n")
     code, report, err = store_cli(capsys, store, "rescore", "notes.json", "--json")
     assert (code, err) == (0, "") and report["counts"]["attempts"] == 2
+
+
+# item 14: one wording for unknown references
+
+
+def test_every_command_words_an_unknown_reference_alike(capsys, tmp_path: Path) -> None:
+    from casstore.examples.job import write_example_job
+
+    store = tmp_path / "store"
+    store_cli(capsys, store, "publish", str(make_task(tmp_path)))
+    job = write_example_job(tmp_path / "jobs", ["task"], attempts=1)
+    either = "casstore: default/nosuch: no taskset or task of that name\n"
+    refusals = {
+        ("show", "nosuch"): either,
+        ("checkout", "nosuch", str(tmp_path / "out")): either,
+        ("rescore", str(job), "--taskset", "nosuch"): either,
+        ("taskset", "create", "set", "nosuch"): "casstore: default/nosuch: no task of that name\n",
+        ("rescore", "nosuch"): "casstore: nosuch: no imported job of that id or name\n",
+        ("export", "nosuch", "-o", str(tmp_path / "t.jsonl")): (
+            "casstore: nosuch: no imported job of that id or name\n"
+        ),
+    }
+    for argv, expected in refusals.items():
+        code, out, err = store_cli(capsys, store, *argv)
+        assert (code, out, err) == (2, "", expected), argv
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs", "store", "task"]

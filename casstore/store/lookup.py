@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from casstore.errors import StoreError, UnknownReferenceError
+from casstore.errors import StoreError, UnknownReferenceError, unknown_reference
 from casstore.names import check_name
 from casstore.store.handle import StoreHandle
 from casstore.store.index import Txn
@@ -27,7 +27,7 @@ def pick(txn: Txn, names_db: str, revisions_db: str, ref: Reference) -> dict[str
     raw = txn.get(names_db, ref.key)
     kind = "task" if names_db == "tasks" else "taskset"
     if raw is None:
-        raise UnknownReferenceError(str(ref), f"no {kind} of that name")
+        raise unknown_reference(str(ref), kind)
     record = NamedRecord.model_validate(raw)
     digest = ref.digest or record.latest
     if ref.digest is not None and not record.has(ref.digest):
@@ -59,7 +59,8 @@ def resolve(store: StoreHandle, ref: str) -> tuple[str, list[tuple[str, TaskRevi
     """Resolve a taskset reference (tried first) or a task reference in ``store``.
 
     Returns ``(kind, [(task key, revision), ...])`` with kind ``"taskset"`` or ``"task"``.
-    Raises UnknownReferenceError when neither exists, UsageError when malformed.
+    Raises UnknownReferenceError when neither exists (``no taskset or task of that name``),
+    UsageError when malformed.
     """
     parsed = Reference.parse(ref)
 
@@ -69,6 +70,8 @@ def resolve(store: StoreHandle, ref: str) -> tuple[str, list[tuple[str, TaskRevi
                 pick(txn, "tasksets", "taskset_revisions", parsed)
             )
             return "taskset", [_pinned(txn, pin) for pin in pinned.tasks]
+        if txn.get("tasks", parsed.key) is None:
+            raise unknown_reference(str(parsed), "taskset or task")
         raw = pick(txn, "tasks", "revisions", parsed)
         return "task", [(parsed.key, TaskRevision.model_validate(raw))]
 
