@@ -29,6 +29,9 @@ Hierarchy::
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 __all__ = [
     "CasstoreError",
     "CheckError",
@@ -49,6 +52,7 @@ __all__ = [
     "UnknownReferenceError",
     "UnsafePathError",
     "UsageError",
+    "blocking_file",
     "is_text",
     "printable",
     "unknown_reference",
@@ -212,6 +216,16 @@ class MetricScriptError(ScoringError):
     """A custom ``metric.py`` failed, hung past its timeout or wrote no JSON object."""
 
     kind = "metric_script"
+
+
+def blocking_file(path: Path | str) -> Path | None:
+    """The nearest of ``path`` and its ancestors that exists, when it is no directory: what
+    keeps ``path`` from being (or becoming) a directory, to name in a one-line error instead of
+    the ``File exists`` or ``Not a directory`` met deep inside; None when there is none."""
+    for candidate in (Path(path), *Path(path).parents):
+        if os.path.lexists(candidate):
+            return None if candidate.is_dir() else candidate
+    return None
 
 
 def is_text(text: str) -> bool:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import make_task, store_cli
+from tests.helpers import make_task, run_cli, store_cli
 
 TB1_NOTE = "an older Terminal-Bench format; casstore reads Harbor job directories"
 
@@ -111,3 +111,41 @@ def test_every_command_words_an_unknown_reference_alike(capsys, tmp_path: Path) 
         code, out, err = store_cli(capsys, store, *argv)
         assert (code, out, err) == (2, "", expected), argv
     assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs", "store", "task"]
+
+
+# item 10: a path argument whose parent (or itself) is a file
+
+
+def test_checkout_under_a_file_names_the_file_and_makes_nothing(capsys, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    store_cli(capsys, store, "publish", str(make_task(tmp_path)))
+    afile = tmp_path / "afile"
+    afile.write_text("x\n")
+    for dest in (afile / "sub", afile / "sub" / "deeper"):
+        code, out, err = store_cli(capsys, store, "checkout", "task", str(dest))
+        assert (code, out, err) == (2, "", f"casstore: {dest}: {afile} is not a directory\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "store", "task"]
+
+
+def test_verifier_init_of_a_file_says_it_is_not_a_directory(capsys, tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x\n")
+    code, out, err = run_cli(capsys, "verifier", "init", str(afile))
+    expected = f"casstore: {afile}: not a directory (a Harbor task directory is expected)\n"
+    assert (code, out, err) == (2, "", expected)
+    missing = tmp_path / "missing"
+    code, out, err = run_cli(capsys, "verifier", "init", str(missing))
+    assert (code, out, err) == (2, "", f"casstore: {missing}: task directory does not exist\n")
+
+
+def test_demo_dir_that_is_or_lies_under_a_file_is_refused_first(capsys, tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x\n")
+    refusals = {
+        afile: f"casstore: {afile}: not a directory (--dir names the demo's working folder)\n",
+        afile / "demo": f"casstore: {afile / 'demo'}: {afile} is not a directory\n",
+    }
+    for directory, expected in refusals.items():
+        code, out, err = run_cli(capsys, "demo", "--dir", str(directory))
+        assert (code, out, err) == (2, "", expected)
+    assert [p.name for p in tmp_path.iterdir()] == ["afile"]

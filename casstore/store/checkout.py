@@ -23,6 +23,7 @@ from casstore.errors import (
     StoreError,
     TaskFormatError,
     UsageError,
+    blocking_file,
 )
 from casstore.progress import NO_PROGRESS, Progress
 from casstore.store.fileset import in_archive
@@ -67,6 +68,8 @@ def checkout(
     kind, items = resolve(store, ref)
     if dest.is_symlink() or (dest.exists() and (not dest.is_dir() or any(dest.iterdir()))):
         raise UsageError(str(dest), "the checkout destination must not exist or be empty")
+    if (blocker := blocking_file(dest.parent)) is not None:
+        raise UsageError(str(dest), f"{blocker} is not a directory")
     dirs = [revision.dir_name for _, revision in items]
     if len(set(dirs)) != len(dirs):
         raise StoreError(ref, "two tasks share a directory name; cannot lay them out")

@@ -111,6 +111,8 @@ def init_verifier(
     """
     task = Path(task_dir)
     if not task.is_dir():
+        if task.exists():
+            raise UsageError(str(task), "not a directory (a Harbor task directory is expected)")
         raise UsageError(str(task), "task directory does not exist")
     check_task(task)
     verifier_in_tests = verifier_location(verifier)
