@@ -77,6 +77,13 @@ class CasstoreError(Exception):
             self.args = (f"{path}: {self.rule}",)
         return self
 
+    def naming(self, source: str) -> str:
+        """This error's one line naming ``source`` (the input it came from: an archive file, a
+        task directory) first, ``"<source>: <entry>: <rule>"``; the line itself when it
+        names ``source`` already."""
+        text = str(self)
+        return text if text.startswith(f"{source}: ") else f"{source}: {text}"
+
     def to_json(self) -> dict[str, str | None]:
         """``{"kind", "path", "message"}`` as the CLI's ``--json`` output reports it."""
         return {"kind": self.kind, "path": self.path, "message": str(self)}

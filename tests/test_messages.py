@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from casstore.archive.pack import pack_tree
 from tests.helpers import make_task, run_cli, store_cli
 
 TB1_NOTE = "an older Terminal-Bench format; casstore reads Harbor job directories"
@@ -149,3 +150,41 @@ def test_demo_dir_that_is_or_lies_under_a_file_is_refused_first(capsys, tmp_path
         code, out, err = run_cli(capsys, "demo", "--dir", str(directory))
         assert (code, out, err) == (2, "", expected)
     assert [p.name for p in tmp_path.iterdir()] == ["afile"]
+
+
+# item 11: an archive error names the archive file first
+
+
+@pytest.fixture
+def fliphdr(tmp_path: Path) -> Path:
+    """An uncompressed archive whose second header (``task/instruction.md``) has one bit of
+    its checksum flipped."""
+    archive = tmp_path / "fliphdr.tar"
+    pack_tree(make_task(tmp_path), archive, "none")
+    data = bytearray(archive.read_bytes())
+    data[512 + 148] ^= 0x01
+    archive.write_bytes(bytes(data))
+    return archive
+
+
+def test_verify_of_one_archive_names_it_before_the_entry(capsys, fliphdr: Path) -> None:
+    line = f"casstore: {fliphdr}: task/instruction.md: header checksum mismatch\n"
+    code, out, err = run_cli(capsys, "verify", str(fliphdr))
+    assert (code, out, err) == (1, "", line)
+    code, out, err = run_cli(capsys, "verify", str(fliphdr), "--json")
+    assert (code, err) == (1, line)
+    assert json.loads(out)["error"] == {  # the error's own object, as verify FILE... has it
+        "kind": "corrupt",
+        "path": "task/instruction.md",
+        "message": "task/instruction.md: header checksum mismatch",
+    }
+
+
+def test_extract_names_the_archive_before_the_entry(capsys, tmp_path: Path, fliphdr) -> None:
+    dest = tmp_path / "out"
+    code, out, err = run_cli(capsys, "extract", str(fliphdr), str(dest))
+    line = f"casstore: {fliphdr}: task/instruction.md: header checksum mismatch\n"
+    assert (code, out, err) == (1, "", line)
+    assert not dest.exists()
+    code, out, err = run_cli(capsys, "extract", str(fliphdr), str(tmp_path))
+    assert (code, out, err) == (2, "", f"casstore: {tmp_path}: destination already exists\n")
