@@ -24,6 +24,9 @@ from cli.options import CompressionOption, GlobalOptions, JsonOption
 from cli.output import emit_json, out_console, print_lines, progress_bar
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from casstore.archive.discover import DiscoveredTask
     from casstore.store import Store, TaskRevision, TasksetRevision
 
 __all__ = ["register"]
@@ -66,6 +69,7 @@ def publish(
     tasks = discover(path)
     if name is not None and len(tasks) != 1:
         raise UsageError(str(path), "--name needs a single task")
+    _check_names(tasks, name, workspace, fileset, prefix, taskset)
     with _store(ctx, create=True) as store, progress_bar("publish") as bar:
         results = api.publish(
             store,
@@ -91,6 +95,34 @@ def publish(
         count = _count(len(made.tasks), "task")
         state = "reused" if made.reused else "new revision, pinning exactly these"
         out_console.print(f"taskset {made.ref}#{made.revision}  {count} ({state})")
+
+
+def _check_names(
+    tasks: Sequence[DiscoveredTask],
+    name: str | None,
+    workspace: str,
+    fileset: str,
+    prefix: str,
+    taskset: str | None,
+) -> None:
+    """Every name ``publish`` would register or use (the tasks' names, ``--workspace``,
+    ``--fileset``, ``--prefix``, ``--taskset``), checked before the store is opened or made:
+    a refusal creates nothing. A task's default name that is not a name suggests ``--name``."""
+    from casstore.names import check_name, check_prefix, default_name
+
+    for value in (name, workspace, fileset, taskset):
+        if value is not None:
+            check_name(value)
+    check_prefix(prefix)
+    if name is not None:
+        return
+    for task in tasks:
+        try:
+            default_name(task.id)
+        except UsageError as error:
+            alone = "" if len(tasks) == 1 else " alone"
+            rule = f"{error.rule}; publish it{alone} with --name NAME"
+            raise UsageError(error.path, rule) from None
 
 
 class Listing(StrEnum):

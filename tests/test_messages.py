@@ -188,3 +188,36 @@ def test_extract_names_the_archive_before_the_entry(capsys, tmp_path: Path, flip
     assert not dest.exists()
     code, out, err = run_cli(capsys, "extract", str(fliphdr), str(tmp_path))
     assert (code, out, err) == (2, "", f"casstore: {tmp_path}: destination already exists\n")
+
+
+# item 12: publish of a task whose default name is not ASCII
+
+NAME_RULE = "not a valid name (1 to 255 ASCII letters, digits, '_', '-', '.'; not '.' or '..')"
+
+
+def test_publish_of_a_non_ascii_task_name_suggests_name_and_makes_no_store(
+    capsys, tmp_path: Path
+) -> None:
+    task = make_task(tmp_path / "suite", "tâche-日本語")
+    store = tmp_path / "store"
+    code, out, err = store_cli(capsys, store, "publish", str(task))
+    expected = f"casstore: tâche-日本語: {NAME_RULE}; publish it with --name NAME\n"
+    assert (code, out, err) == (2, "", expected)
+    make_task(tmp_path / "suite", "plain")
+    code, out, err = store_cli(capsys, store, "publish", str(tmp_path / "suite"))
+    expected = f"casstore: tâche-日本語: {NAME_RULE}; publish it alone with --name NAME\n"
+    assert (code, out, err) == (2, "", expected)
+    assert not store.exists()
+    code, out, err = store_cli(capsys, store, "publish", str(task), "--name", "tache", "--json")
+    assert (code, err) == (0, "") and [r["name"] for r in out] == ["tache"]
+
+
+@pytest.mark.parametrize("option", ["--name", "--taskset", "--workspace", "--fileset"])
+def test_publish_checks_every_name_before_making_the_store(
+    capsys, tmp_path: Path, option: str
+) -> None:
+    store = tmp_path / "store"
+    argv = ["publish", str(make_task(tmp_path)), option, "été"]
+    code, out, err = store_cli(capsys, store, *argv)
+    assert (code, out, err) == (2, "", f"casstore: été: {NAME_RULE}\n")
+    assert not store.exists()
