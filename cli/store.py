@@ -26,8 +26,13 @@ from cli.output import emit_json, out_console, print_lines, progress_bar
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from casstore.archive.discover import DiscoveredTask
-    from casstore.store import Store, TaskRevision, TasksetRevision
+    from casstore.archive.discover import DiscoveredTask, TaskCollection
+    from casstore.progress import Progress
+    from casstore.store import PublishResult, Store, TaskRevision, TasksetResult, TasksetRevision
+
+    type _Dataset = tuple[Path, TaskCollection, str | None]
+    """A directory, its tasks, and the taskset to pin them in (or None)."""
+    type _Published = tuple[Path, list[PublishResult], TasksetResult | None]
 
 __all__ = ["register"]
 
@@ -48,7 +53,12 @@ def _count(n: int, noun: str) -> str:
 
 def publish(
     ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(help="A task directory or a dataset directory.")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="A task directory, a dataset directory or (--recursive) a folder of datasets."
+        ),
+    ],
     workspace: WorkspaceOption = DEFAULT_WORKSPACE,
     fileset: Annotated[str, typer.Option("--fileset", help="Fileset.")] = DEFAULT_FILESET,
     prefix: Annotated[str, typer.Option("--prefix", help="Path prefix in the fileset.")] = "",
@@ -59,35 +69,114 @@ def publish(
     taskset: Annotated[
         str | None, typer.Option("--taskset", help="Also create/replace this taskset.")
     ] = None,
+    recursive: Annotated[
+        bool,
+        typer.Option(
+            "--recursive",
+            help="PATH is a folder of datasets: publish each, and create/replace a taskset "
+            "named after it.",
+        ),
+    ] = False,
     compression: CompressionOption = "gzip",
     json: JsonOption = False,
 ) -> None:
     """Discover and publish tasks (one task or a dataset); identical content is reused."""
     from casstore import api
-    from casstore.archive.discover import discover
 
-    tasks = discover(path)
-    if name is not None and len(tasks) != 1:
-        raise UsageError(str(path), "--name needs a single task")
-    _check_names(tasks, name, workspace, fileset, prefix, taskset)
+    datasets = _datasets(path, name, taskset, recursive)
+    for _, tasks, named in datasets:
+        _check_names(tasks, name, workspace, fileset, prefix, named)
+    _check_distinct([task for _, tasks, _ in datasets for task in tasks], name, workspace)
+    published = []
     with _store(ctx, create=True) as store, progress_bar("publish") as bar:
-        results = api.publish(
-            store,
-            tasks,
-            name,
-            progress=bar,
-            workspace=workspace,
-            fileset=fileset,
-            prefix=prefix,
-            compression=compression,
-            create=create,
-        )
-        made = None
-        if taskset is not None:
-            made = store.tasksets.replace(taskset, [r.name for r in results], workspace)
+        bar.start(sum(len(tasks) for _, tasks, _ in datasets))
+        for directory, tasks, named in datasets:
+            results = api.publish(
+                store,
+                tasks,
+                name,
+                progress=_Continued(bar),
+                workspace=workspace,
+                fileset=fileset,
+                prefix=prefix,
+                compression=compression,
+                create=create,
+            )
+            made = None
+            if named is not None:
+                made = store.tasksets.replace(named, [r.name for r in results], workspace)
+            published.append((directory, results, made))
     if json:
-        emit_json([r.to_json() for r in results])
+        plain = [r.to_json() for r in published[0][1]]
+        emit_json(_published_json(published) if recursive else plain)
         return
+    for _, results, made in published:
+        _print_published(results, made)
+
+
+def _datasets(path: Path, name: str | None, taskset: str | None, recursive: bool) -> list[_Dataset]:
+    """What ``publish`` publishes: the tasks of ``path`` (pinned in ``taskset``, if any), or
+    with ``recursive`` each dataset of the folder ``path`` (pinned in a taskset named after
+    its directory)."""
+    from casstore.archive.discover import discover, discover_datasets
+
+    if not recursive:
+        tasks = discover(path)
+        if name is not None and len(tasks) != 1:
+            raise UsageError(str(path), "--name needs a single task")
+        return [(path, tasks, taskset)]
+    if taskset is not None:
+        raise UsageError("--taskset", "--recursive names a taskset after each dataset")
+    if name is not None:
+        raise UsageError("--name", "--recursive publishes datasets, --name a single task")
+    return [(directory, tasks, directory.name) for directory, tasks in discover_datasets(path)]
+
+
+def _check_distinct(tasks: Sequence[DiscoveredTask], name: str | None, workspace: str) -> None:
+    """UsageError when two of ``tasks`` (of several datasets) would register one task name:
+    the second would silently become the first's latest revision."""
+    from casstore.names import default_name
+
+    if name is not None:
+        return
+    first: dict[str, DiscoveredTask] = {}
+    for task in tasks:
+        key = f"{workspace}/{default_name(task.id)}"
+        if key in first:
+            rule = f"the task name {key} is also that of {first[key].source_dir}"
+            raise UsageError(
+                str(task.source_dir), f"{rule}; publish the datasets apart (--workspace)"
+            )
+        first[key] = task
+
+
+class _Continued:
+    """The progress of one dataset among several: the total was given once, for all."""
+
+    def __init__(self, bar: Progress) -> None:
+        self._bar = bar
+
+    def start(self, total: int) -> None:
+        pass
+
+    def advance(self, label: str) -> None:
+        self._bar.advance(label)
+
+
+def _published_json(published: list[_Published]) -> list[dict[str, Any]]:
+    """``publish --recursive --json``: per dataset its directory, taskset and tasks."""
+    return [
+        {
+            "dataset": str(directory),
+            "taskset": made.to_json() | {"reused": made.reused} if made else None,
+            "tasks": [r.to_json() for r in results],
+        }
+        for directory, results, made in published
+    ]
+
+
+def _print_published(results: list[PublishResult], made: TasksetResult | None) -> None:
+    """The lines of one published dataset: a line per task, then its taskset's, if any."""
     for r in results:
         state = "repaired" if r.repaired else "reused" if r.reused else "new"
         out_console.print(f"{state:6} {r.workspace}/{r.name}#{r.revision}  {r.address}")

@@ -221,3 +221,111 @@ def test_publish_checks_every_name_before_making_the_store(
     code, out, err = store_cli(capsys, store, *argv)
     assert (code, out, err) == (2, "", f"casstore: été: {NAME_RULE}\n")
     assert not store.exists()
+
+
+# item 13: publish of a folder of datasets; --recursive
+
+
+@pytest.fixture
+def datasets(tmp_path: Path) -> Path:
+    """``benchmarks/`` holding the datasets ``ds-a`` (tasks ``a1``, ``a2``) and ``ds-b`` (``b1``),
+    a README file and a dot-directory (both skipped, as in a dataset)."""
+    folder = tmp_path / "benchmarks"
+    for dataset, names in {"ds-a": ["a1", "a2"], "ds-b": ["b1"]}.items():
+        for name in names:
+            make_task(folder / dataset, name)
+    (folder / "README.md").write_text("two datasets\n")
+    (folder / ".git").mkdir()
+    return folder
+
+
+def test_publish_of_a_folder_of_datasets_says_so_and_makes_nothing(
+    capsys, tmp_path: Path, datasets: Path
+) -> None:
+    store = tmp_path / "store"
+    code, out, err = store_cli(capsys, store, "publish", str(datasets))
+    expected = (
+        f"casstore: {datasets}: a folder of datasets (ds-a, ds-b), not a dataset of tasks: "
+        "publish each, or all with --recursive\n"
+    )
+    assert (code, out, err) == (2, "", expected)
+    make_task(datasets, "t1")
+    code, out, err = store_cli(capsys, store, "publish", str(datasets))
+    expected = (
+        f"casstore: {datasets / 'ds-a'}: a dataset, not a task ({datasets} mixes tasks and "
+        "datasets)\n"
+    )
+    assert (code, out, err) == (2, "", expected)
+    assert not store.exists()
+
+
+def test_publish_recursive_makes_a_taskset_per_dataset(capsys, tmp_path, datasets) -> None:
+    store = tmp_path / "store"
+    code, out, err = store_cli(capsys, store, "publish", str(datasets), "--recursive", "--json")
+    assert (code, err) == (0, "")
+    assert [(d["dataset"], d["taskset"]["id"]) for d in out] == [
+        (str(datasets / "ds-a"), "default/ds-a"),
+        (str(datasets / "ds-b"), "default/ds-b"),
+    ]
+    assert [[t["name"] for t in d["tasks"]] for d in out] == [["a1", "a2"], ["b1"]]
+    for dataset in out:
+        pins = {p["task"]: p["revision"] for p in dataset["taskset"]["tasks"]}
+        assert pins == {f"default/{t['name']}": t["revision"] for t in dataset["tasks"]}
+    code, text, err = store_cli(capsys, store, "publish", str(datasets), "--recursive")
+    lines = text.splitlines()
+    assert (code, err, len(lines)) == (0, "", 5)
+    assert [line.split()[0] for line in lines] == [
+        "reused",
+        "reused",
+        "taskset",
+        "reused",
+        "taskset",
+    ]
+    assert lines[2].startswith("taskset default/ds-a#sha256:") and lines[2].endswith(
+        "  2 tasks (reused)"
+    )
+    code, listed, _ = store_cli(capsys, store, "ls", "tasksets", "--json")
+    assert [(row["ref"], row["tasks"]) for row in listed] == [
+        ("default/ds-a", 2),
+        ("default/ds-b", 1),
+    ]
+
+
+def test_publish_recursive_refusals_come_before_any_work(capsys, tmp_path, datasets) -> None:
+    store = tmp_path / "store"
+    refusals = {
+        (str(datasets / "ds-a"), "--recursive"): (
+            f"casstore: {datasets / 'ds-a' / 'a1'}: a task, not a dataset "
+            f"(publish {datasets / 'ds-a'} without --recursive)\n"
+        ),
+        (str(datasets), "--recursive", "--taskset", "all"): (
+            "casstore: --taskset: --recursive names a taskset after each dataset\n"
+        ),
+        (str(datasets), "--recursive", "--name", "x"): (
+            "casstore: --name: --recursive publishes datasets, --name a single task\n"
+        ),
+    }
+    for argv, expected in refusals.items():
+        code, out, err = store_cli(capsys, store, "publish", *argv)
+        assert (code, out, err) == (2, "", expected), argv
+    make_task(datasets / "ds-b", "a1")
+    code, out, err = store_cli(capsys, store, "publish", str(datasets), "--recursive")
+    expected = (
+        f"casstore: {datasets / 'ds-b' / 'a1'}: the task name default/a1 is also that of "
+        f"{datasets / 'ds-a' / 'a1'}; publish the datasets apart (--workspace)\n"
+    )
+    assert (code, out, err) == (2, "", expected)
+    assert not store.exists()
+
+
+@pytest.mark.realdata
+def test_publish_recursive_of_the_real_suites(capsys, tmp_path, fixtures_dir) -> None:
+    store = tmp_path / "store"
+    tasks = fixtures_dir / "tasks"
+    code, out, err = store_cli(capsys, store, "publish", str(tasks), "--recursive", "--json")
+    assert (code, err) == (0, "")
+    suites = sorted(p for p in tasks.iterdir() if p.is_dir())
+    assert [d["taskset"]["id"] for d in out] == [f"default/{p.name}" for p in suites]
+    assert [len(d["tasks"]) for d in out] == [
+        len([c for c in p.iterdir() if (c / "task.toml").is_file()]) for p in suites
+    ]
