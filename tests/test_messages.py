@@ -73,6 +73,18 @@ def test_rescore_and_import_name_a_terminal_bench_1_results_file(capsys, tmp_pat
     assert not (tmp_path / "store").exists()
 
 
+def test_a_terminal_bench_1_run_directory_is_named_as_such(capsys, tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "2025-06-01__10-00-00"
+    (run / "hello-world").mkdir(parents=True)
+    _tb1_results(run / "results.json")
+    (run / "run_metadata.json").write_text('{"run_id": "2025-06-01__10-00-00"}')
+    (run / "tb.lock").write_text("{}")
+    expected = f"casstore: {run}: a Terminal-Bench 1 run directory, {TB1_NOTE}\n"
+    for command in ("rescore", "import"):
+        code, out, err = store_cli(capsys, tmp_path / "store", command, str(run))
+        assert (code, out, err) == (2, "", expected)
+
+
 def test_an_imported_job_named_like_a_file_is_still_found(
     capsys, tmp_path: Path, monkeypatch
 ) -> None:

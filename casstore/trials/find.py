@@ -27,6 +27,7 @@ _TB1_RUN = {"results", "n_resolved", "n_unresolved", "accuracy"}
 """Fields of Terminal-Bench 1's run ``results.json`` (its ``BenchmarkResults``)."""
 _TB1_TRIAL = {"trial_name", "task_id", "is_resolved", "parser_results"}
 """Fields of Terminal-Bench 1's trial ``results.json`` (its ``TrialResults``)."""
+_OLDER = "an older Terminal-Bench format; casstore reads Harbor job directories"
 
 
 def find_jobs(paths: Sequence[Path | str]) -> list[Path]:
@@ -43,7 +44,8 @@ def find_jobs(paths: Sequence[Path | str]) -> list[Path]:
     Nothing deeper is searched: ``/tmp`` is not a source of jobs because some job lies
     somewhere below it. Raises :class:`UsageError` ``<path>: not a Harbor job directory (nor
     a directory of job directories)`` for anything else (with a hint for a trial directory
-    or a folder mixing job directories with other ones).
+    or a folder mixing job directories with other ones; a Terminal-Bench 1 run directory is
+    named as such).
     """
     found: list[Path] = []
     seen: set[Path] = set()
@@ -63,15 +65,15 @@ def not_a_job_file(path: Path | str) -> UsageError:
     """The error for a file given where a Harbor job directory or a trials ``.jsonl`` is
     expected (``rescore``, ``import``): a ``results.json`` Terminal-Bench 1 wrote (a run's or
     a trial's, recognised by its fields) is named as such, any other file as a file."""
-    data = decode_json(read_bytes(Path(path)))
-    if isinstance(data, dict) and (data.keys() >= _TB1_RUN or data.keys() >= _TB1_TRIAL):
-        rule = (
-            "a Terminal-Bench 1 results.json, an older Terminal-Bench format; "
-            "casstore reads Harbor job directories"
-        )
-    else:
-        rule = "a file, neither a Harbor job directory nor a trials .jsonl file"
-    return UsageError(str(path), rule)
+    if _is_tb1_results(Path(path), _TB1_RUN, _TB1_TRIAL):
+        return UsageError(str(path), f"a Terminal-Bench 1 results.json, {_OLDER}")
+    return UsageError(str(path), "a file, neither a Harbor job directory nor a trials .jsonl file")
+
+
+def _is_tb1_results(path: Path, *shapes: set[str]) -> bool:
+    """Whether ``path`` is a JSON object holding every field of one of ``shapes``."""
+    data = decode_json(read_bytes(path))
+    return isinstance(data, dict) and any(data.keys() >= shape for shape in shapes)
 
 
 def subdir_names(path: Path | str) -> list[str]:
@@ -98,6 +100,8 @@ def _jobs_at(path: Path) -> list[Path]:
     others = [child.name for child in children if not _is_job_dir(child)]
     if children and not others:
         return children
+    if _is_tb1_results(path / "results.json", _TB1_RUN):
+        raise UsageError(str(path), f"a Terminal-Bench 1 run directory, {_OLDER}")
     hint = ""
     if others and len(others) < len(children):
         shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
