@@ -54,6 +54,7 @@ __all__ = [
     "UsageError",
     "blocking_file",
     "is_text",
+    "missing_folder",
     "printable",
     "unknown_reference",
 ]
@@ -233,6 +234,13 @@ def blocking_file(path: Path | str) -> Path | None:
         if os.path.lexists(candidate):
             return None if candidate.is_dir() else candidate
     return None
+
+
+def missing_folder(out: Path | str) -> str:
+    """Why an output file ``out`` cannot be written, its folder being no directory: the file
+    in the way when there is one (``afile is not a directory``), else the folder missing."""
+    blocker = blocking_file(Path(out).parent)
+    return f"{blocker} is not a directory" if blocker else "the output's folder does not exist"
 
 
 def is_text(text: str) -> bool:

@@ -341,3 +341,17 @@ def test_publish_recursive_of_the_real_suites(capsys, tmp_path, fixtures_dir) ->
     assert [len(d["tasks"]) for d in out] == [
         len([c for c in p.iterdir() if (c / "task.toml").is_file()]) for p in suites
     ]
+
+
+def test_pack_and_export_outputs_under_a_file_name_the_file(capsys, tmp_path: Path) -> None:
+    from casstore.examples.job import write_example_job
+
+    afile = tmp_path / "afile"
+    afile.write_text("x\n")
+    out = afile / "x.tar.gz"
+    code, text, err = run_cli(capsys, "pack", str(make_task(tmp_path)), "-o", str(out))
+    assert (code, text, err) == (2, "", f"casstore: {out}: {afile} is not a directory\n")
+    job = write_example_job(tmp_path / "jobs", ["task"], attempts=1)
+    out = afile / "trials.jsonl"
+    code, text, err = run_cli(capsys, "export", str(job), "-o", str(out))
+    assert (code, text, err) == (2, "", f"casstore: {out}: {afile} is not a directory\n")
