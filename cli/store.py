@@ -18,21 +18,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from casstore.errors import UsageError
 from casstore.names import DEFAULT_FILESET, DEFAULT_WORKSPACE
 from cli.options import CompressionOption, GlobalOptions, JsonOption
 from cli.output import emit_json, out_console, print_lines, progress_bar
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from casstore.archive.discover import DiscoveredTask, TaskCollection
-    from casstore.progress import Progress
     from casstore.store import PublishResult, Store, TaskRevision, TasksetResult, TasksetRevision
-
-    type _Dataset = tuple[Path, TaskCollection, str | None]
-    """A directory, its tasks, and the taskset to pin them in (or None)."""
-    type _Published = tuple[Path, list[PublishResult], TasksetResult | None]
 
 __all__ = ["register"]
 
@@ -82,11 +73,12 @@ def publish(
 ) -> None:
     """Discover and publish tasks (one task or a dataset); identical content is reused."""
     from casstore import api
+    from cli.publishing import Continued, check_distinct, check_names, datasets_of, published_json
 
-    datasets = _datasets(path, name, taskset, recursive)
+    datasets = datasets_of(path, name, taskset, recursive)
     for _, tasks, named in datasets:
-        _check_names(tasks, name, workspace, fileset, prefix, named)
-    _check_distinct([task for _, tasks, _ in datasets for task in tasks], name, workspace)
+        check_names(tasks, name, workspace, fileset, prefix, named)
+    check_distinct([task for _, tasks, _ in datasets for task in tasks], name, workspace)
     published = []
     with _store(ctx, create=True) as store, progress_bar("publish") as bar:
         bar.start(sum(len(tasks) for _, tasks, _ in datasets))
@@ -95,7 +87,7 @@ def publish(
                 store,
                 tasks,
                 name,
-                progress=_Continued(bar),
+                progress=Continued(bar),
                 workspace=workspace,
                 fileset=fileset,
                 prefix=prefix,
@@ -108,71 +100,10 @@ def publish(
             published.append((directory, results, made))
     if json:
         plain = [r.to_json() for r in published[0][1]]
-        emit_json(_published_json(published) if recursive else plain)
+        emit_json(published_json(published) if recursive else plain)
         return
     for _, results, made in published:
         _print_published(results, made)
-
-
-def _datasets(path: Path, name: str | None, taskset: str | None, recursive: bool) -> list[_Dataset]:
-    """What ``publish`` publishes: the tasks of ``path`` (pinned in ``taskset``, if any), or
-    with ``recursive`` each dataset of the folder ``path`` (pinned in a taskset named after
-    its directory)."""
-    from casstore.archive.discover import discover, discover_datasets
-
-    if not recursive:
-        tasks = discover(path)
-        if name is not None and len(tasks) != 1:
-            raise UsageError(str(path), "--name needs a single task")
-        return [(path, tasks, taskset)]
-    if taskset is not None:
-        raise UsageError("--taskset", "--recursive names a taskset after each dataset")
-    if name is not None:
-        raise UsageError("--name", "--recursive publishes datasets, --name a single task")
-    return [(directory, tasks, directory.name) for directory, tasks in discover_datasets(path)]
-
-
-def _check_distinct(tasks: Sequence[DiscoveredTask], name: str | None, workspace: str) -> None:
-    """UsageError when two of ``tasks`` (of several datasets) would register one task name:
-    the second would silently become the first's latest revision."""
-    from casstore.names import default_name
-
-    if name is not None:
-        return
-    first: dict[str, DiscoveredTask] = {}
-    for task in tasks:
-        key = f"{workspace}/{default_name(task.id)}"
-        if key in first:
-            rule = f"the task name {key} is also that of {first[key].source_dir}"
-            raise UsageError(
-                str(task.source_dir), f"{rule}; publish the datasets apart (--workspace)"
-            )
-        first[key] = task
-
-
-class _Continued:
-    """The progress of one dataset among several: the total was given once, for all."""
-
-    def __init__(self, bar: Progress) -> None:
-        self._bar = bar
-
-    def start(self, total: int) -> None:
-        pass
-
-    def advance(self, label: str) -> None:
-        self._bar.advance(label)
-
-
-def _published_json(published: list[_Published]) -> list[dict[str, Any]]:
-    """``publish --recursive --json``: per dataset its directory, taskset and tasks."""
-    return [
-        {
-            "dataset": str(directory),
-            "taskset": made.to_json() | {"reused": made.reused} if made else None,
-            "tasks": [r.to_json() for r in results],
-        }
-        for directory, results, made in published
-    ]
 
 
 def _print_published(results: list[PublishResult], made: TasksetResult | None) -> None:
@@ -184,34 +115,6 @@ def _print_published(results: list[PublishResult], made: TasksetResult | None) -
         count = _count(len(made.tasks), "task")
         state = "reused" if made.reused else "new revision, pinning exactly these"
         out_console.print(f"taskset {made.ref}#{made.revision}  {count} ({state})")
-
-
-def _check_names(
-    tasks: Sequence[DiscoveredTask],
-    name: str | None,
-    workspace: str,
-    fileset: str,
-    prefix: str,
-    taskset: str | None,
-) -> None:
-    """Every name ``publish`` would register or use (the tasks' names, ``--workspace``,
-    ``--fileset``, ``--prefix``, ``--taskset``), checked before the store is opened or made:
-    a refusal creates nothing. A task's default name that is not a name suggests ``--name``."""
-    from casstore.names import check_name, check_prefix, default_name
-
-    for value in (name, workspace, fileset, taskset):
-        if value is not None:
-            check_name(value)
-    check_prefix(prefix)
-    if name is not None:
-        return
-    for task in tasks:
-        try:
-            default_name(task.id)
-        except UsageError as error:
-            alone = "" if len(tasks) == 1 else " alone"
-            rule = f"{error.rule}; publish it{alone} with --name NAME"
-            raise UsageError(error.path, rule) from None
 
 
 class Listing(StrEnum):
