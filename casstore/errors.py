@@ -29,6 +29,9 @@ Hierarchy::
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 __all__ = [
     "CasstoreError",
     "CheckError",
@@ -49,8 +52,11 @@ __all__ = [
     "UnknownReferenceError",
     "UnsafePathError",
     "UsageError",
+    "blocking_file",
     "is_text",
+    "missing_folder",
     "printable",
+    "unknown_reference",
 ]
 
 
@@ -71,6 +77,13 @@ class CasstoreError(Exception):
             self.path = path
             self.args = (f"{path}: {self.rule}",)
         return self
+
+    def naming(self, source: str) -> str:
+        """This error's one line naming ``source`` (the input it came from: an archive file, a
+        task directory) first, ``"<source>: <entry>: <rule>"``; the line itself when it
+        names ``source`` already."""
+        text = str(self)
+        return text if text.startswith(f"{source}: ") else f"{source}: {text}"
 
     def to_json(self) -> dict[str, str | None]:
         """``{"kind", "path", "message"}`` as the CLI's ``--json`` output reports it."""
@@ -170,6 +183,14 @@ class UnknownReferenceError(StoreError):
     exit_code = 2
 
 
+def unknown_reference(ref: str, what: str, by: str = "name") -> UnknownReferenceError:
+    """The one wording of a reference that names nothing, for every command:
+    ``<ref>: no <what> of that <by>``; ``what`` names every kind the command looked for
+    (``task``, ``taskset``, ``taskset or task``, ``imported job``), ``by`` what it matched
+    (``name``; ``id or name`` for a job)."""
+    return UnknownReferenceError(ref, f"no {what} of that {by}")
+
+
 class PublicationError(StoreError):
     """Publishing failed after the archive was stored and verified.
 
@@ -203,6 +224,23 @@ class MetricScriptError(ScoringError):
     """A custom ``metric.py`` failed, hung past its timeout or wrote no JSON object."""
 
     kind = "metric_script"
+
+
+def blocking_file(path: Path | str) -> Path | None:
+    """The nearest of ``path`` and its ancestors that exists, when it is no directory: what
+    keeps ``path`` from being (or becoming) a directory, to name in a one-line error instead of
+    the ``File exists`` or ``Not a directory`` met deep inside; None when there is none."""
+    for candidate in (Path(path), *Path(path).parents):
+        if os.path.lexists(candidate):
+            return None if candidate.is_dir() else candidate
+    return None
+
+
+def missing_folder(out: Path | str) -> str:
+    """Why an output file ``out`` cannot be written, its folder being no directory: the file
+    in the way when there is one (``afile is not a directory``), else the folder missing."""
+    blocker = blocking_file(Path(out).parent)
+    return f"{blocker} is not a directory" if blocker else "the output's folder does not exist"
 
 
 def is_text(text: str) -> bool:

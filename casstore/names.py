@@ -15,6 +15,7 @@ from casstore.errors import UsageError
 __all__ = [
     "DEFAULT_FILESET",
     "DEFAULT_WORKSPACE",
+    "NAME_RULE",
     "check_name",
     "check_prefix",
     "default_name",
@@ -27,6 +28,8 @@ DEFAULT_FILESET = "harbor-tasks"
 """The fileset tasks are published into unless one is named."""
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,255}")
+NAME_RULE = "not a valid name (1 to 255 ASCII letters, digits, '_', '-', '.'; not '.' or '..')"
+"""What :func:`check_name` says of a name that is not one."""
 
 
 def is_name(text: str) -> bool:
@@ -37,7 +40,7 @@ def is_name(text: str) -> bool:
 def check_name(name: str) -> str:
     """``name`` when it is a valid name; else :class:`UsageError` naming it."""
     if not is_name(name):
-        raise UsageError(name, "a name is 1 to 255 characters of letters, digits, '_', '-', '.'")
+        raise UsageError(name, NAME_RULE)
     return name
 
 

@@ -12,7 +12,9 @@
   opened once, for the first such source.
 
 A SOURCE that looks like a path (holds ``/`` or ends with ``.jsonl``) but does not exist is a
-:class:`UsageError` ("no such file or directory") unless it is the name of an imported job.
+:class:`UsageError` ("no such file or directory") unless it is the name of an imported job; so
+is an existing file that is no imported job's name either, saying it holds no trials (and
+naming a Terminal-Bench 1 ``results.json`` as such: ``casstore.trials.find.not_a_job_file``).
 
 All sources must agree on the primary reward key (:func:`casstore.table.concat.concat_tables`
 refuses a mix). Each trial (job id + trial name) may be given once: the same trial reached
@@ -39,7 +41,7 @@ from casstore.store import Store, TaskRevision
 from casstore.table.columns import RewardTable
 from casstore.table.concat import concat_tables
 from casstore.trials import Jobs, find_jobs, read_job, read_trials_jsonl, table_from_records
-from casstore.trials.find import subdir_names
+from casstore.trials.find import not_a_job_file, subdir_names
 from scoring import View, parse_views
 
 __all__ = ["StoreArgument", "check_taskset", "load_sources", "open_store", "taskset_views"]
@@ -94,10 +96,10 @@ def load_sources(
             elif path.suffix == ".jsonl" and path.exists():  # a FIFO too: refused as one
                 tables.append(_trials_file(path, trials))
             else:
-                if opened is None:
-                    with _lookup(source, UsageError):
+                with _lookup(source, (UsageError, UnknownReferenceError)):
+                    if opened is None:
                         opened = stack.enter_context(_opened(store))
-                tables.append(_imported_job(opened, str(source), trials))
+                    tables.append(_imported_job(opened, str(source), trials))
     return concat_tables(tables)
 
 
@@ -137,21 +139,25 @@ def _trials_file(path: Path, trials: _TrialSources) -> RewardTable:
 
 def _imported_job(store: Store, source: str, trials: _TrialSources) -> RewardTable:
     """The table of the job imported in ``store`` under the id or name ``source``."""
-    with _lookup(source, UnknownReferenceError):
-        table = Jobs(store).reward_table(source)
+    table = Jobs(store).reward_table(source)
     trials.add(f"imported job {source}", _by_job(table))
     return table
 
 
 @contextmanager
-def _lookup(source: str | Path, not_found: type[Exception]) -> Iterator[None]:
-    """Looking ``source`` up in the store, where ``not_found`` means it is not there: a
-    ``source`` that looks like a path (holds ``/`` or ends with ``.jsonl``) and names nothing
-    is reported as a missing path instead."""
+def _lookup(
+    source: str | Path, not_found: type[Exception] | tuple[type[Exception], ...]
+) -> Iterator[None]:
+    """Looking ``source`` up in the store, where ``not_found`` means it is not there (no
+    store, or no job of that name): a ``source`` that looks like a path (holds ``/`` or ends
+    with ``.jsonl``) and names nothing is reported as a missing path instead, and an existing
+    file as a file that holds no trials (:func:`~casstore.trials.find.not_a_job_file`)."""
     try:
         yield
     except not_found:
         text = str(source)
+        if Path(source).is_file():
+            raise not_a_job_file(source) from None
         if ("/" in text or text.endswith(".jsonl")) and not Path(source).exists():
             raise UsageError(text, "no such file or directory") from None
         raise
@@ -219,15 +225,7 @@ def _check_repeats(job: str, names: Sequence[str], source: str) -> None:
 def _resolve(store: StoreArgument, ref: str) -> list[tuple[str, TaskRevision]]:
     """The ``(task key, revision)`` pairs of taskset (or task) ``ref``."""
     with _opened(store) as opened:
-        try:
-            return opened.resolve(ref)[1]
-        except UnknownReferenceError as error:
-            # Store.resolve tries a taskset, then a task: when neither exists it reports the
-            # task lookup ("no task of that name"), but --taskset asked for a taskset.
-            if error.rule == "no task of that name":
-                rule = "no taskset (or task) of that name"
-                raise UnknownReferenceError(error.path, rule) from None
-            raise
+        return opened.resolve(ref)[1]
 
 
 def _identities(key: str, revision: TaskRevision) -> set[str]:

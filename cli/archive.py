@@ -105,18 +105,10 @@ def verify(
     try:
         result = verify_archive(archive, expect, limits)
     except CheckError as error:
-        if not json:
-            raise
-        emit_json(
-            {
-                "ok": False,
-                "address": None,
-                "content_digest": None,
-                "entries": None,
-                "error": error.to_json(),
-            }
-        )
-        raise fail(str(error)) from None
+        if json:
+            blank = {"address": None, "content_digest": None, "entries": None}
+            emit_json({"ok": False, **blank, "error": error.to_json()})
+        raise fail(error.naming(str(archive)), error.exit_code) from None
     if json:
         emit_json(result.to_json())
         return
@@ -228,7 +220,12 @@ def extract(
     """Verify an archive while extracting it safely into DEST/<top directory>/."""
     from casstore.archive.read import extract_archive  # here: for start-up time
 
-    result = extract_archive(archive, dest, expect, limits_from(limit))
+    try:
+        result = extract_archive(archive, dest, expect, limits_from(limit))
+    except CheckError as error:  # names the archive first, as verify does
+        if json:
+            emit_json({"ok": False, "error": error.to_json()})
+        raise fail(error.naming(str(archive)), error.exit_code) from None
     if json:
         emit_json(result.to_json() | {"dest": str(dest / result.top)})
         return

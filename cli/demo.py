@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from casstore.errors import CheckError, UsageError
+from casstore.errors import CheckError, UsageError, blocking_file
 from cli.options import JsonOption
 from cli.output import emit_json, out_console, print_table
 from cli.rescore import print_report
@@ -49,6 +49,11 @@ def demo(
     from casstore.trials import Jobs
     from scoring import score
 
+    if (blocker := blocking_file(directory)) is not None:
+        what = "not a directory (--dir names the demo's working folder)"
+        raise UsageError(
+            str(directory), what if blocker == directory else f"{blocker} is not a directory"
+        )
     if job is not None and not job.is_dir():
         raise UsageError(str(job), "--job must be an existing Harbor job directory")
     started = time.perf_counter()

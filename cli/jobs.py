@@ -80,11 +80,14 @@ def import_(
     Prints per job: trials, new ones, and the counts rescore prints of it."""
     from casstore import api  # here: for start-up time
     from casstore.store import Store
+    from casstore.trials.find import not_a_job_file
     from cli.rescore import counts_text
 
-    for path in paths:
+    for path in paths:  # refused before the store is made
         if not path.exists():
             raise UsageError(str(path), "no such file or directory")
+        if path.is_file() and not str(path).endswith(".jsonl"):
+            raise not_a_job_file(path)
     options: GlobalOptions = ctx.obj
     with Store(options.store) as store, progress_bar("import", every=64) as bar:
         reports = api.import_jobs(store, paths, reward_key=reward_key, name=name, progress=bar)

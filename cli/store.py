@@ -18,13 +18,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from casstore.errors import UsageError
 from casstore.names import DEFAULT_FILESET, DEFAULT_WORKSPACE
 from cli.options import CompressionOption, DestArgument, GlobalOptions, JsonOption
 from cli.output import emit_json, empty_listing, out_console, print_lines, progress_bar
 
 if TYPE_CHECKING:
-    from casstore.store import Store, TaskRevision, TasksetRevision
+    from casstore.store import PublishResult, Store, TaskRevision, TasksetResult, TasksetRevision
     from casstore.store.fileset import Temporary
 
 __all__ = ["register"]
@@ -46,7 +45,12 @@ def _count(n: int, noun: str) -> str:
 
 def publish(
     ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(help="A task directory or a dataset directory.")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="A task directory, a dataset directory or (--recursive) a folder of datasets."
+        ),
+    ],
     workspace: WorkspaceOption = DEFAULT_WORKSPACE,
     fileset: Annotated[str, typer.Option("--fileset", help="Fileset.")] = DEFAULT_FILESET,
     prefix: Annotated[str, typer.Option("--prefix", help="Path prefix in the fileset.")] = "",
@@ -57,34 +61,54 @@ def publish(
     taskset: Annotated[
         str | None, typer.Option("--taskset", help="Also create/replace this taskset.")
     ] = None,
+    recursive: Annotated[
+        bool,
+        typer.Option(
+            "--recursive",
+            help="PATH is a folder of datasets: publish each, and create/replace a taskset "
+            "named after it.",
+        ),
+    ] = False,
     compression: CompressionOption = "gzip",
     json: JsonOption = False,
 ) -> None:
     """Discover and publish tasks (one task or a dataset); identical content is reused."""
     from casstore import api
-    from casstore.archive.discover import discover
+    from cli.publishing import Continued, check_distinct, check_names, datasets_of, published_json
 
-    tasks = discover(path)
-    if name is not None and len(tasks) != 1:
-        raise UsageError(str(path), "--name needs a single task")
+    datasets = datasets_of(path, name, taskset, recursive)
+    for _, tasks, named in datasets:
+        check_names(tasks, name, workspace, fileset, prefix, named)
+    check_distinct([task for _, tasks, _ in datasets for task in tasks], name, workspace)
+    published = []
     with _store(ctx, create=True) as store, progress_bar("publish") as bar:
-        results = api.publish(
-            store,
-            tasks,
-            name,
-            progress=bar,
-            workspace=workspace,
-            fileset=fileset,
-            prefix=prefix,
-            compression=compression,
-            create=create,
-        )
-        made = None
-        if taskset is not None:
-            made = store.tasksets.replace(taskset, [r.name for r in results], workspace)
+        bar.start(sum(len(tasks) for _, tasks, _ in datasets))
+        for directory, tasks, named in datasets:
+            results = api.publish(
+                store,
+                tasks,
+                name,
+                progress=Continued(bar),
+                workspace=workspace,
+                fileset=fileset,
+                prefix=prefix,
+                compression=compression,
+                create=create,
+            )
+            made = None
+            if named is not None:
+                made = store.tasksets.replace(named, [r.name for r in results], workspace)
+            published.append((directory, results, made))
     if json:
-        emit_json([r.to_json() for r in results])
+        plain = [r.to_json() for r in published[0][1]]
+        emit_json(published_json(published) if recursive else plain)
         return
+    for _, results, made in published:
+        _print_published(results, made)
+
+
+def _print_published(results: list[PublishResult], made: TasksetResult | None) -> None:
+    """The lines of one published dataset: a line per task, then its taskset's, if any."""
     for r in results:
         state = "repaired" if r.repaired else "reused" if r.reused else "new"
         out_console.print(f"{state:6} {r.workspace}/{r.name}#{r.revision}  {r.address}")

@@ -104,7 +104,7 @@ def test_rescore_takes_an_open_store(tmp_path) -> None:
         report = casstore.rescore([imported.job], store=store, taskset="suite")
         assert report.counts["attempts"] == 6
         assert casstore.rescore([imported.job], store=store).counts == report.counts
-        with pytest.raises(UnknownReferenceError, match="no taskset \\(or task\\) of that name"):
+        with pytest.raises(UnknownReferenceError, match="no taskset or task of that name"):
             casstore.rescore([imported.job], store=store, taskset="nosuch")
         assert len(store.tasks.list()) == 2  # still open
 

@@ -111,7 +111,7 @@ def _refused(work: Path, how: str) -> tuple[Path, str]:
     else:  # the parent a regular file
         (work / "file").write_text("mine")
         dest = work / "file" / "sub" / "dest"
-        return dest, f"the destination's parent {work / 'file'} is not a directory"
+        return dest, f"{work / 'file'} is not a directory"
     return dest, f"{NOT_EMPTY} {how}"
 
 
@@ -169,3 +169,12 @@ def test_the_help_states_the_rule(capsys, command: str) -> None:
     text = " ".join(re.sub(r"[│╭╮╰╯─]", " ", out).split())
     assert code == 0
     assert "dest <path> A new directory (missing parents are made) or an empty one" in text
+
+
+def test_a_destination_that_cannot_be_made_is_named_not_its_staging(work: Path, capsys) -> None:
+    # /proc/self accepts no new entry: the error named the hidden staging directory
+    archive = work / "task.tar.gz"
+    assert run_cli(capsys, "pack", str(make_task(work)), "-o", str(archive))[0] == 0
+    code, out, err = run_cli(capsys, "extract", str(archive), "/proc/self/x")
+    assert (code, out) == (2, "")
+    assert err.startswith("casstore: /proc/self/x: the destination cannot be made there: "), err

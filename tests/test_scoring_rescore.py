@@ -117,7 +117,7 @@ def test_missing_paths_are_bad_usage(capsys, tmp_path: Path, job: Path) -> None:
     code, _, err = run_cli(capsys, "--store", str(store), "rescore", str(missing))
     assert (code, err) == (2, f"casstore: {missing}: no such file or directory\n")
     code, _, err = run_cli(capsys, "--store", str(store), "rescore", "no-such-job")
-    assert code == 2 and "no imported job with that id or name" in err
+    assert code == 2 and "no imported job of that id or name" in err
     script = tmp_path / "nosuch.py"
     code, _, err = run_cli(capsys, "rescore", str(job), "--metric", str(script))
     assert code == 2 and err.startswith(f"casstore: {script}: no such metric script")
@@ -138,7 +138,7 @@ def test_unknown_taskset_says_taskset(capsys, tmp_path: Path, job: Path) -> None
         capsys, "--store", str(store), "rescore", str(job), "--taskset", "nosuch"
     )
     assert code == 2
-    assert "nosuch: no taskset (or task) of that name" in err and "no task of" not in err
+    assert "nosuch: no taskset or task of that name" in err and "no task of" not in err
 
 
 def test_failing_metric_script_is_one_line(capsys, tmp_path: Path, job: Path) -> None:

@@ -227,7 +227,8 @@ def test_init_names_what_is_there_instead_of_a_task_directory(tmp_path: Path) ->
     for name, kind in (("fifo", "a FIFO"), ("file", "a regular file")):
         with pytest.raises(UsageError) as caught:
             init_verifier(tmp_path / name)
-        assert str(caught.value) == f"{tmp_path / name}: not a directory ({kind})"
+        rule = f"not a directory but {kind} (a Harbor task directory is expected)"
+        assert str(caught.value) == f"{tmp_path / name}: {rule}"
 
 
 def test_init_rejects_a_directory_that_is_not_a_task(task: Path) -> None:

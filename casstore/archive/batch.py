@@ -54,10 +54,7 @@ class Outcome[R]:
     def message(self) -> str:
         """The error's one line, naming the input first (an error about an entry inside the
         input names only the entry): ``"<source>: <entry>: <rule>"``; empty when ok."""
-        if self.error is None:
-            return ""
-        text, source = str(self.error), str(self.source)
-        return text if text.startswith(f"{source}: ") else f"{source}: {text}"
+        return "" if self.error is None else self.error.naming(str(self.source))
 
 
 def verify_each(

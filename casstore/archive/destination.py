@@ -46,6 +46,10 @@ class Destination:
         where = self.path if self.existing else self.path.parent
         try:
             self.staging = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", dir=where))
+        except OSError as error:  # e.g. under /proc: named by DEST, not the staging path
+            self._remove_parents()
+            rule = f"the destination cannot be made there: {error.strerror or error}"
+            raise UsageError(self.given, rule) from None
         except BaseException:
             self._remove_parents()
             raise
@@ -111,7 +115,7 @@ def _make_parents(parent: Path, given: str) -> list[Path]:
         missing.append(parent)
         parent = parent.parent
     if not parent.is_dir():
-        raise UsageError(given, f"the destination's parent {parent} is not a directory")
+        raise UsageError(given, f"{parent} is not a directory")
     made: list[Path] = []
     for directory in reversed(missing):
         try:

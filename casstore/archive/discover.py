@@ -9,8 +9,11 @@ changed in between.
 Dataset rules, children visited in sorted order: ``task_template`` is skipped with a warning;
 regular files and hidden (dot-named) real directories are skipped silently; a symlink, FIFO,
 socket or device is an :class:`EntryTypeError`; a visible directory that is not a valid task
-is a :class:`TaskFormatError` (malformed) naming it; no task is a :class:`TaskFormatError`
-(empty dataset); two tasks with one native id is a :class:`TaskFormatError` naming both.
+is a :class:`TaskFormatError` (malformed) naming it, unless it is a dataset itself (no
+``task.toml``, a sub-directory with one): a :class:`UsageError` saying the path is a folder of
+datasets (every child one; :func:`discover_datasets` reads those) or mixes tasks and
+datasets; no task is a :class:`TaskFormatError` (empty dataset); two tasks with one native
+id is a :class:`TaskFormatError` naming both.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ __all__ = [
     "PlainTask",
     "TaskCollection",
     "discover",
+    "discover_datasets",
     "discover_task",
     "normalize_instruction",
 ]
@@ -135,23 +139,13 @@ def discover(path: Path | str, limits: Limits | None = None) -> TaskCollection:
     :mod:`casstore.errors` for a bad task.
     """
     limits = limits or Limits()
-    root = Path(os.path.abspath(path))
-    if not root.is_dir():
-        raise UsageError(str(path), "not a directory" if root.exists() else "does not exist")
-    if (root / "task.toml").exists() or (root / "task.toml").is_symlink():
+    root = _directory(path)
+    if _is_task(root):
         return TaskCollection([discover_task(root, limits)])
     tasks: list[DiscoveredTask] = []
     skipped: list[str] = []
-    for name in sorted(os.listdir(root)):
-        child = root / name
-        info = os.lstat(child)
-        if stat.S_ISREG(info.st_mode):
-            continue
-        if not stat.S_ISDIR(info.st_mode):
-            raise EntryTypeError(str(child), "a dataset child must be a directory or a file")
-        if name.startswith("."):
-            continue
-        if name == TEMPLATE_DIR:
+    for child in _children(root):
+        if child.name == TEMPLATE_DIR:
             message = f"{child}: skipped (task template)"
             warnings.warn(message, DiscoveryWarning, stacklevel=2)
             skipped.append(message)
@@ -159,6 +153,8 @@ def discover(path: Path | str, limits: Limits | None = None) -> TaskCollection:
         try:
             tasks.append(discover_task(child, limits))
         except TaskFormatError as error:
+            if _holds_tasks(child):
+                raise _nested_dataset(path, root, child) from None
             raise TaskFormatError(str(child), f"malformed task ({error})") from error
     if not tasks:
         raise TaskFormatError(str(root), "empty dataset: no task directory found")
@@ -171,6 +167,82 @@ def discover(path: Path | str, limits: Limits | None = None) -> TaskCollection:
             )
         seen[task.id] = task
     return TaskCollection(tasks, skipped)
+
+
+def discover_datasets(
+    path: Path | str, limits: Limits | None = None
+) -> list[tuple[Path, TaskCollection]]:
+    """The datasets of the folder of datasets ``path`` (``publish --recursive``): each visible
+    child directory, in sorted order, with its tasks (:func:`discover`); files and
+    dot-directories are skipped as in a dataset. UsageError for a ``path`` that is no
+    directory, a child that is a task, or no dataset at all."""
+    root = _directory(path)
+    found = []
+    for child in _children(root):
+        if _is_task(child):
+            rule = f"a task, not a dataset (publish {path} without --recursive)"
+            raise UsageError(str(child), rule)
+        found.append((child, discover(child, limits)))
+    if not found:
+        raise UsageError(str(path), "no dataset in this folder (--recursive)")
+    return found
+
+
+def _directory(path: Path | str) -> Path:
+    """``path`` made absolute; UsageError when it is no directory."""
+    root = Path(os.path.abspath(path))
+    if not root.is_dir():
+        raise UsageError(str(path), "not a directory" if root.exists() else "does not exist")
+    return root
+
+
+def _is_task(path: Path) -> bool:
+    """Whether ``path`` holds a ``task.toml`` (a link counts: the scan refuses it)."""
+    return os.path.lexists(path / "task.toml")
+
+
+def _children(root: Path) -> Iterator[Path]:
+    """The visible child directories of a dataset (or folder of datasets) ``root``, sorted:
+    files and dot-directories skipped, an EntryTypeError for a link or special file."""
+    for name in sorted(os.listdir(root)):
+        child = root / name
+        info = os.lstat(child)
+        if stat.S_ISREG(info.st_mode):
+            continue
+        if not stat.S_ISDIR(info.st_mode):
+            raise EntryTypeError(str(child), "a dataset child must be a directory or a file")
+        if not name.startswith("."):
+            yield child
+
+
+def _holds_tasks(path: Path) -> bool:
+    """Whether ``path`` is a dataset rather than a task: no ``task.toml``, and a visible
+    sub-directory that has one."""
+    if _is_task(path):
+        return False
+    try:
+        with os.scandir(path) as entries:
+            return any(
+                not e.name.startswith(".")
+                and e.is_dir(follow_symlinks=False)
+                and _is_task(Path(e.path))
+                for e in entries
+            )
+    except OSError:
+        return False
+
+
+def _nested_dataset(path: Path | str, root: Path, child: Path) -> UsageError:
+    """The error for the dataset ``child`` found where ``root`` (given as ``path``) should
+    hold tasks: ``root`` a folder of datasets (every child one: ``--recursive`` publishes
+    them), or a folder mixing tasks and datasets."""
+    children = [c for c in _children(root) if c.name != TEMPLATE_DIR]
+    datasets = [c.name for c in children if _holds_tasks(c)]
+    if len(datasets) < len(children):
+        return UsageError(str(child), f"a dataset, not a task ({path} mixes tasks and datasets)")
+    shown = ", ".join(datasets[:5]) + (", …" if len(datasets) > 5 else "")
+    rule = f"a folder of datasets ({shown}), not a dataset of tasks: "
+    return UsageError(str(path), rule + "publish each, or all with --recursive")
 
 
 def discover_task(path: Path, limits: Limits | None = None) -> DiscoveredTask:

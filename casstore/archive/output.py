@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from casstore.archive.limits import Limits
 from casstore.archive.summary import ArchiveBytes
-from casstore.errors import UsageError
+from casstore.errors import UsageError, missing_folder
 
 __all__ = ["FLUSH_EVERY", "Sink", "check_output", "write_to_path"]
 
@@ -35,7 +35,7 @@ def check_output(out: Path, source: Path) -> Path:
     if absolute.exists() and not absolute.is_file():  # replacing /dev/null would destroy it
         raise UsageError(str(out), "output exists and is not a regular file (device, FIFO?)")
     if not absolute.parent.is_dir():
-        raise UsageError(str(out), "the output's folder does not exist")
+        raise UsageError(str(out), missing_folder(out))
     if absolute.parent.resolve().is_relative_to(Path(source).resolve()):
         raise UsageError(str(out), "the output is inside the task directory being packed")
     return absolute

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from casstore.errors import CorruptStoreError, UnknownReferenceError
+from casstore.errors import CorruptStoreError, UnknownReferenceError, unknown_reference
 from casstore.names import check_name
 from casstore.store.handle import StoreHandle
 from casstore.store.index import Txn
@@ -100,7 +100,7 @@ def pick(txn: Txn, names_db: str, revisions_db: str, ref: Reference) -> tuple[Na
     kind = "task" if names_db == "tasks" else "taskset"
     if record is None:
         confirm_absent(txn, names_db)
-        raise UnknownReferenceError(str(ref), f"no {kind} of that name")
+        raise unknown_reference(str(ref), kind)
     digest = ref.digest or record.latest
     if ref.digest is not None and not record.has(ref.digest):
         raise UnknownReferenceError(str(ref), f"no such revision of that {kind}")
@@ -135,8 +135,8 @@ def resolve(store: StoreHandle, ref: str) -> tuple[str, list[tuple[str, TaskRevi
     """Resolve a taskset reference (tried first) or a task reference in ``store``.
 
     Returns ``(kind, [(task key, revision), ...])`` with kind ``"taskset"`` or ``"task"``.
-    Raises UnknownReferenceError when neither exists (both confirmed absent), UsageError
-    when malformed.
+    Raises UnknownReferenceError when neither exists (both confirmed absent: ``no taskset or
+    task of that name``), UsageError when malformed.
     """
     parsed = Reference.parse(ref)
 
@@ -144,11 +144,11 @@ def resolve(store: StoreHandle, ref: str) -> tuple[str, list[tuple[str, TaskRevi
         if txn.has("tasksets", parsed.key):
             _, pinned = pick(txn, "tasksets", "taskset_revisions", parsed)
             return "taskset", [_pinned(txn, pinned, pin) for pin in pinned.tasks]
-        try:
-            _, task = pick(txn, "tasks", "revisions", parsed)
-        except UnknownReferenceError:
-            confirm_absent(txn, "tasksets")  # the taskset looked up first: not led astray
-            raise
+        if not txn.has("tasks", parsed.key):
+            confirm_absent(txn, "tasks")  # neither name: both confirmed, not led astray
+            confirm_absent(txn, "tasksets")
+            raise unknown_reference(str(parsed), "taskset or task")
+        _, task = pick(txn, "tasks", "revisions", parsed)
         return "task", [(parsed.key, task)]
 
     return store.index.read(body)

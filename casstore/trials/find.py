@@ -17,12 +17,17 @@ from typing import Any
 import msgspec
 
 from casstore.errors import UsageError
-from casstore.trials.files import read_bytes
+from casstore.trials.files import decode_json, read_bytes
 
-__all__ = ["find_jobs", "subdir_names"]
+__all__ = ["find_jobs", "not_a_job_file", "subdir_names"]
 
 _JSON = msgspec.json.Decoder()
 _NOT_A_JOB = "not a Harbor job directory (nor a directory of job directories)"
+_TB1_RUN = {"results", "n_resolved", "n_unresolved", "accuracy"}
+"""Fields of Terminal-Bench 1's run ``results.json`` (its ``BenchmarkResults``)."""
+_TB1_TRIAL = {"trial_name", "task_id", "is_resolved", "parser_results"}
+"""Fields of Terminal-Bench 1's trial ``results.json`` (its ``TrialResults``)."""
+_OLDER = "an older Terminal-Bench format; casstore reads Harbor job directories"
 
 
 def find_jobs(paths: Sequence[Path | str]) -> list[Path]:
@@ -39,7 +44,8 @@ def find_jobs(paths: Sequence[Path | str]) -> list[Path]:
     Nothing deeper is searched: ``/tmp`` is not a source of jobs because some job lies
     somewhere below it. Raises :class:`UsageError` ``<path>: not a Harbor job directory (nor
     a directory of job directories)`` for anything else (with a hint for a trial directory
-    or a folder mixing job directories with other ones).
+    or a folder mixing job directories with other ones; a Terminal-Bench 1 run directory is
+    named as such).
     """
     found: list[Path] = []
     seen: set[Path] = set()
@@ -53,6 +59,21 @@ def find_jobs(paths: Sequence[Path | str]) -> list[Path]:
                 seen.add(key)
                 found.append(job)
     return found
+
+
+def not_a_job_file(path: Path | str) -> UsageError:
+    """The error for a file given where a Harbor job directory or a trials ``.jsonl`` is
+    expected (``rescore``, ``import``): a ``results.json`` Terminal-Bench 1 wrote (a run's or
+    a trial's, recognised by its fields) is named as such, any other file as a file."""
+    if _is_tb1_results(Path(path), _TB1_RUN, _TB1_TRIAL):
+        return UsageError(str(path), f"a Terminal-Bench 1 results.json, {_OLDER}")
+    return UsageError(str(path), "a file, neither a Harbor job directory nor a trials .jsonl file")
+
+
+def _is_tb1_results(path: Path, *shapes: set[str]) -> bool:
+    """Whether ``path`` is a JSON object holding every field of one of ``shapes``."""
+    data = decode_json(read_bytes(path))
+    return isinstance(data, dict) and any(data.keys() >= shape for shape in shapes)
 
 
 def subdir_names(path: Path | str) -> list[str]:
@@ -79,6 +100,8 @@ def _jobs_at(path: Path) -> list[Path]:
     others = [child.name for child in children if not _is_job_dir(child)]
     if children and not others:
         return children
+    if _is_tb1_results(path / "results.json", _TB1_RUN):
+        raise UsageError(str(path), f"a Terminal-Bench 1 run directory, {_OLDER}")
     hint = ""
     if others and len(others) < len(children):
         shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")

@@ -36,7 +36,7 @@ from casstore.errors import CheckError, UsageError, is_text, printable
 from casstore.progress import Progress
 from casstore.store.index import Index, Txn
 from casstore.trials.adopt import adopt_former
-from casstore.trials.find import find_jobs, subdir_names
+from casstore.trials.find import find_jobs, not_a_job_file, subdir_names
 from casstore.trials.identity import job_identity_at
 from casstore.trials.imported import ImportedJob
 from casstore.trials.read import paused_gc, read_job
@@ -74,7 +74,7 @@ def import_jobs(
     dirs = [Path(p) for p in paths if Path(p) not in files]
     for p in paths:
         if Path(p) not in files and _is_file_argument(p):
-            raise UsageError(str(p), "not a Harbor job directory or a trials .jsonl file")
+            raise not_a_job_file(p)
     job_dirs = find_jobs(dirs) if dirs else []
     if name is not None and len(job_dirs) + len(files) != 1:
         raise UsageError(name, "--name needs a single job")

@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from casstore.errors import RewardKeyError, UsageError
+from casstore.errors import RewardKeyError, UsageError, missing_folder
 from casstore.inputs import read_regular
 from casstore.table.columns import Kind
 from casstore.trials.records import REWARD_KEY_METADATA, TrialRecord, job_id_problem
@@ -87,7 +87,7 @@ def check_output(path: Path | str) -> Path:
     if absolute.is_dir():
         raise UsageError(str(path), "output is a directory; name the file")
     if not absolute.parent.is_dir():
-        raise UsageError(str(path), "the output's folder does not exist")
+        raise UsageError(str(path), missing_folder(path))
     return path
 
 

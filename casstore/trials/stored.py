@@ -27,7 +27,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from casstore.errors import CorruptStoreError, UnknownReferenceError, is_text, printable
+from casstore.errors import (
+    CorruptStoreError,
+    UnknownReferenceError,
+    is_text,
+    printable,
+    unknown_reference,
+)
 from casstore.store.index import Index, Txn
 from casstore.store.values import decode
 from casstore.table.columns import RewardTable
@@ -134,7 +140,7 @@ def job_record(index: Index, job: str) -> JobRecord:
     use the id); CorruptStoreError when a job record it reads is damaged."""
 
     if not is_text(job):
-        raise UnknownReferenceError(printable(job), "no imported job with that id or name")
+        raise unknown_reference(printable(job), "imported job", "id or name")
 
     def body(txn: Txn) -> JobRecord:
         raw = txn.get("jobs", job)
@@ -147,7 +153,7 @@ def job_record(index: Index, job: str) -> JobRecord:
                 return stored_job(*named[0])
             if named:
                 raise UnknownReferenceError(job, f"{len(named)} jobs have that name; use the id")
-        raise UnknownReferenceError(job, "no imported job with that id or name")
+        raise unknown_reference(job, "imported job", "id or name")
 
     return index.read(body)
 

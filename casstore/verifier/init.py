@@ -114,10 +114,12 @@ def init_verifier(
     task = Path(task_dir)
     if not task.is_dir():
         try:
-            rule = f"not a directory ({file_kind(task.stat().st_mode)})"
+            kind = file_kind(task.stat().st_mode)
         except OSError:
-            rule = "task directory does not exist"
-        raise UsageError(str(task), rule)
+            raise UsageError(str(task), "task directory does not exist") from None
+        raise UsageError(
+            str(task), f"not a directory but {kind} (a Harbor task directory is expected)"
+        )
     check_task(task)
     verifier_in_tests = verifier_location(verifier)
     check_verifier_module(task / _TESTS / verifier_in_tests)
