@@ -265,3 +265,27 @@ def test_a_name_damaged_in_its_key_is_not_unknown(tmp_path: Path, capsys) -> Non
     code, _, err = store_cli(capsys, store, "show", "b")
     rule = "stored value does not decode: the record names default/b"
     assert (code, err) == (1, f"casstore: tasks/default/c: {rule}\n")
+
+
+def test_a_root_page_that_lists_no_database_is_not_an_empty_store(tmp_path: Path, capsys) -> None:
+    # The fresh tester's flip: the node count of the main tree's root page (the list of named
+    # databases) set to none. LMDB then finds no database, and the store read as empty: `ls`
+    # printed nothing with exit 0, and `gc --min-age 0` removed every archive.
+    store = tmp_path / "store"
+    code, _, err = store_cli(capsys, store, "publish", str(make_task(tmp_path / "src", "a")))
+    assert code == 0, err
+    data = store / "index" / "data.mdb"
+    start, _ = main_root(data)
+    with data.open("r+b") as handle:  # the page header: pgno 8, pad 2, flags 2, lower 2
+        handle.seek(start + 12)
+        handle.write(struct.pack("<H", 16))  # mp_lower at the header's end: no node
+    archives = sorted(p for p in (store / "filesets").rglob("task_archive"))
+    assert len(archives) == 1
+    for argv in (["ls", "tasks"], ["ls", "jobs"], ["gc", "--min-age", "0"], ["show", "a"]):
+        code, report, err = store_cli(capsys, store, *argv, "--json")
+        assert code == 1, (argv, err)
+        assert report["error"]["kind"] == "corrupt_store", (argv, report)
+        assert err.startswith(f"casstore: {data}: the index is damaged: main DB"), (argv, err)
+    code, _, err = store_cli(capsys, store, "publish", str(make_task(tmp_path / "src2", "b")))
+    assert code == 1 and "the index is damaged" in err, err
+    assert sorted(p for p in (store / "filesets").rglob("task_archive")) == archives

@@ -16,7 +16,7 @@ import pytest
 import casstore
 from casstore.errors import UsageError
 from casstore.store import Store
-from tests.helpers import make_task, run_cli, snapshot
+from tests.helpers import make_task, run_cli, snapshot, store_cli
 from tests.trials_builder import make_job, trial_json, trial_result
 
 
@@ -95,3 +95,30 @@ def test_a_missing_or_empty_directory_is_still_where_a_store_is_made(tmp_path: P
             assert store.tasks.list() == []
             casstore.publish(store, task)
         assert (root / "index" / "data.mdb").is_file() and (root / "filesets").is_dir()
+
+
+def test_a_store_is_created_only_in_a_missing_or_an_empty_directory(tmp_path: Path, capsys) -> None:
+    # The fresh tester's findings: publish made an index beside a user's files, and beside
+    # archives whose index/data.mdb was deleted (gc would then remove every one of them).
+    task = make_task(tmp_path / "src", "a")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("hello\n")
+    store = tmp_path / "store"
+    assert store_cli(capsys, store, "publish", str(task))[0] == 0
+    (store / "index" / "data.mdb").unlink()
+    (store / "index" / "lock.mdb").unlink()
+    for root, first in ((notes, notes / "notes.txt"), (store, store / "filesets")):
+        before = sorted(str(p) for p in root.rglob("*"))
+        for argv in (["publish", str(task)], ["import", str(tmp_path / "src")]):
+            code, out, err = store_cli(capsys, root, *argv)
+            assert out == "", argv
+            rule = (
+                f"not a casstore store (no index/data.mdb) and not empty ({first} exists): "
+                "a store is created only in a missing or an empty directory"
+            )
+            assert (code, err) == (2, f"casstore: {root}: {rule}\n"), (argv, err)
+        assert sorted(str(p) for p in root.rglob("*")) == before
+    empty = tmp_path / "empty"
+    (empty / "index").mkdir(parents=True)  # what an interrupted creation leaves
+    assert store_cli(capsys, empty, "publish", str(task))[0] == 0

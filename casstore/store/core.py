@@ -32,7 +32,15 @@ if TYPE_CHECKING:
     from casstore.store.gc import gc
     from casstore.store.publish import publish, retry
 
-__all__ = ["LAYOUT", "NO_STORE", "Store", "check_layout", "check_store", "is_store"]
+__all__ = [
+    "LAYOUT",
+    "NO_STORE",
+    "Store",
+    "check_creatable",
+    "check_layout",
+    "check_store",
+    "is_store",
+]
 
 NO_STORE = "no casstore store here (publish something first, or pass --store DIR)"
 LAYOUT = (
@@ -70,6 +78,26 @@ def check_layout(root: Path) -> None:
         raise UsageError(str(root), rule)
 
 
+def check_creatable(root: Path) -> None:
+    """UsageError naming ``root`` unless a new store may be made there: a missing or an empty
+    directory (or one holding only the empty ``index``/``filesets`` directories an interrupted
+    creation left). Anything else, e.g. archives without their index (``index/data.mdb``
+    deleted), is refused rather than given a new, empty index beside them."""
+    try:
+        entries = sorted(os.listdir(root))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        path = root / entry
+        if entry in ("index", "filesets") and path.is_dir() and not os.listdir(path):
+            continue
+        rule = (
+            f"not a casstore store (no index/data.mdb) and not empty ({path} exists): "
+            "a store is created only in a missing or an empty directory"
+        )
+        raise UsageError(str(root), rule)
+
+
 class Store:
     """A store directory (see the module docstring). Use as a context manager.
 
@@ -98,6 +126,8 @@ class Store:
         check_layout(self.root)
         if not create and not is_store(self.root):
             raise UsageError(str(root), NO_STORE)
+        if not is_store(self.root):
+            check_creatable(self.root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.index = Index(self.root / "index", map_size, create=create)
         self.filesets = Filesets(self.root / "filesets")

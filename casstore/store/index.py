@@ -112,6 +112,8 @@ class Index:
         self._older = False  # an older schema, marked by the first write transaction
         try:
             self.dbs = self._open_dbs()
+            if not self.writable:
+                self._check_database_list()
             version = self.read(lambda txn: txn.get("meta", "schema"))
             if version is None and self._holds_data():
                 raise CorruptStoreError(f"{path}/data.mdb", "the index holds data but no schema")
@@ -165,6 +167,17 @@ class Index:
             return self.env.open_db(name.encode(), create=False)
         except lmdb.NotFoundError:
             return None
+
+    def _check_database_list(self) -> None:
+        """CorruptStoreError when fewer named databases were found than the meta page records
+        in the main database (the list of databases): a damaged root page can make LMDB see
+        an empty or short list, and the store would read as empty (``ls`` printing nothing,
+        ``gc`` removing every archive). Reads no page: the count is the meta page's."""
+        found = sum(handle is not None for handle in self.dbs.values())
+        recorded = self.env.stat()["entries"]
+        if found < recorded:
+            rule = f"{found} of the {recorded} databases its meta page records were found"
+            raise CorruptStoreError(f"{self._path}/data.mdb", rule)
 
     def _holds_data(self) -> bool:
         """Whether any database of the index holds an entry."""
