@@ -12,10 +12,11 @@ digits prints one short line).
 from __future__ import annotations
 
 import math
+import re
 
 from casstore.errors import UsageError
 
-__all__ = ["SHOWN_CHARACTERS", "finite", "shown"]
+__all__ = ["SHOWN_CHARACTERS", "decimal", "finite", "shown"]
 
 SHOWN_CHARACTERS = 40
 """The most characters of a refused value a message shows (longer ones end with ``…``)."""
@@ -43,3 +44,21 @@ def finite(option: str, value: float) -> float:
     if not math.isfinite(number):
         raise UsageError(option, f"must be a finite number, not {shown(value)}")
     return number
+
+
+_DECIMAL = re.compile(
+    r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)", re.I
+)
+
+
+def decimal(option: str, text: str | float) -> float:
+    """``text`` (an option's value as typed) as a float, written as a decimal number in ASCII
+    (``1.5``, ``2e3``; ``inf`` and ``nan`` too, for the caller's bound to refuse by name):
+    UsageError naming ``option`` otherwise. ``float`` alone takes ``1_000`` and other scripts'
+    digits (``٣``), which ``--k`` and ``--limit`` refuse: one syntax for every number. A
+    number (an option's default) is taken as it is."""
+    if isinstance(text, int | float):  # a default value, not typed
+        return float(text)
+    if not _DECIMAL.fullmatch(text.strip()):
+        raise UsageError(option, f"not a decimal number (ASCII digits): {shown(text)}")
+    return float(text)

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from casstore.bounds import decimal
 from casstore.names import DEFAULT_FILESET, DEFAULT_WORKSPACE
 from cli.options import CompressionOption, DestArgument, GlobalOptions, JsonOption
 from cli.output import emit_json, empty_listing, out_console, print_lines, progress_bar
@@ -297,7 +299,12 @@ def gc(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list.")] = False,
     min_age: Annotated[
         float,
-        typer.Option("--min-age", help="Spare files younger than this (seconds, finite, >= 0)."),
+        typer.Option(
+            "--min-age",
+            help="Spare files younger than this (seconds, finite, >= 0).",
+            parser=partial(decimal, "--min-age"),
+            metavar="FLOAT",
+        ),
     ] = 60.0,
     json: JsonOption = False,
 ) -> None:

@@ -160,3 +160,24 @@ def test_a_limit_is_written_in_ascii_digits(tmp_path, capsys, given) -> None:
     with pytest.raises(UsageError) as raised:
         casstore.Limits().with_overrides([f"entries={given}"])
     assert str(raised.value) == f"entries={given}: {rule}"
+
+
+@pytest.mark.parametrize("given", ["1_000", "\u0663", "\uff15", "0x10", "1,5"])
+@pytest.mark.parametrize(
+    "argv",
+    [["rescore", "J", "--threshold"], ["rescore", "J", "--metric-timeout"], ["gc", "--min-age"]],
+)
+def test_a_decimal_option_is_written_in_ascii(tmp_path, capsys, argv, given) -> None:
+    """float() takes "1_000" and other scripts' digits: the float options take what --k and
+    --limit take, ASCII digits (a fresh tester's finding)."""
+    argv = [str(tmp_path / "no-such-job") if part == "J" else part for part in argv]
+    code, out, err = run_cli(capsys, "--store", str(tmp_path / "store"), *argv, given)
+    rule = f"not a decimal number (ASCII digits): {given}"
+    assert (code, out, err) == (2, "", f"casstore: {argv[-1]}: {rule}\n")
+
+
+@pytest.mark.parametrize("given", ["1.5", "2e3", ".5", "+7", "-0"])
+def test_a_decimal_in_ascii_is_taken(given) -> None:
+    from casstore.bounds import decimal
+
+    assert decimal("--threshold", given) == float(given)

@@ -125,7 +125,7 @@ def test_help_keeps_sentences_whole_and_shows_no_type_for_flags(
     # one paragraph of the docstring, on one line of a wide terminal
     assert "from two SOURCEs (a job directory twice; an imported job plus its job" in out
     assert "<bool>" not in out
-    shown = {"--help": " DIR ", "pack": "<path>", "gc": "<float>", "publish": "<str>"}
+    shown = {"--help": " DIR ", "pack": "<path>", "gc": "FLOAT", "publish": "<str>"}
     for command, value in shown.items():
         _, out, _ = run_cli(capsys, *dict.fromkeys([command, "--help"]))
         assert "<bool>" not in out
