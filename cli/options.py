@@ -7,6 +7,7 @@ modules only (the compression names, not the codecs).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +15,7 @@ import typer
 
 from casstore.archive.formats import Compression
 from casstore.archive.limits import Limits
+from casstore.bounds import decimal
 
 __all__ = [
     "CompressionOption",
@@ -21,6 +23,7 @@ __all__ = [
     "GlobalOptions",
     "JsonOption",
     "LimitOption",
+    "decimal_option",
     "limits_from",
 ]
 
@@ -33,6 +36,14 @@ class GlobalOptions:
 
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print a JSON object on stdout.")]
+
+
+def decimal_option(name: str, help: str) -> typer.models.OptionInfo:
+    """A float option written as an ASCII decimal (:func:`casstore.bounds.decimal`), its
+    value shown as ``FLOAT`` in ``--help``."""
+    return typer.Option(name, help=help, parser=partial(decimal, name), metavar="FLOAT")
+
+
 CompressionOption = Annotated[
     Compression,
     typer.Option("--compression", "-c", help="gzip (default), zstd, or none (plain tar)."),

@@ -51,15 +51,13 @@ from __future__ import annotations
 
 import inspect
 import re
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from casstore.bounds import decimal
 from casstore.errors import UsageError
-from cli.options import GlobalOptions, JsonOption
+from cli.options import GlobalOptions, JsonOption, decimal_option
 from cli.output import emit_json, out_console, print_table, progress_bar
 from scoring._defaults import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, GROUP_FIELDS, STATUS_HELP
 
@@ -266,13 +264,7 @@ KsOption = Annotated[
     typer.Option("--k", help="Comma-separated k values, 1 to 2**31 (default 1,2,4,…,5,10,…)."),
 ]
 ThresholdOption = Annotated[
-    float,
-    typer.Option(
-        "--threshold",
-        help="Success: primary >= threshold (finite).",
-        parser=partial(decimal, "--threshold"),
-        metavar="FLOAT",
-    ),
+    float, decimal_option("--threshold", "Success: primary >= threshold (finite).")
 ]
 MetricOption = Annotated[
     list[str] | None,
@@ -292,11 +284,9 @@ TasksetOption = Annotated[
 ]
 MetricTimeoutOption = Annotated[
     float,
-    typer.Option(
+    decimal_option(
         "--metric-timeout",
-        help="Seconds each metric.py may run before it is killed (> 0, at most 86400).",
-        parser=partial(decimal, "--metric-timeout"),
-        metavar="FLOAT",
+        "Seconds each metric.py may run before it is killed (> 0, at most 86400).",
     ),
 ]
 

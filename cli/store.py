@@ -13,15 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from casstore.bounds import decimal
 from casstore.names import DEFAULT_FILESET, DEFAULT_WORKSPACE
-from cli.options import CompressionOption, DestArgument, GlobalOptions, JsonOption
+from cli.options import CompressionOption, DestArgument, GlobalOptions, JsonOption, decimal_option
 from cli.output import emit_json, empty_listing, out_console, print_lines, progress_bar
 
 if TYPE_CHECKING:
@@ -299,12 +297,7 @@ def gc(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list.")] = False,
     min_age: Annotated[
         float,
-        typer.Option(
-            "--min-age",
-            help="Spare files younger than this (seconds, finite, >= 0).",
-            parser=partial(decimal, "--min-age"),
-            metavar="FLOAT",
-        ),
+        decimal_option("--min-age", "Spare files younger than this (seconds, finite, >= 0)."),
     ] = 60.0,
     json: JsonOption = False,
 ) -> None:
