@@ -254,3 +254,32 @@ def test_a_special_job_file_is_never_read(short_dir: Path, name: str) -> None:
     report = json.loads(done.stdout)
     missing = {"job_result_missing_partial": 1} if name == "result.json" else {}
     assert (report["trials"], report["failure_codes"]) == (2, missing)
+    # said as a trial's result.json is (casstore.inputs.not_regular), never "missing"
+    said = {
+        "code": "job_file_unreadable",
+        "file": name,
+        "message": f"{name}: not a regular file (a FIFO)",
+    }
+    expected = [said]
+    if name == "result.json":
+        message = "job result.json unreadable; trial files imported"
+        expected.insert(0, {"code": "job_result_missing_partial", "message": message})
+    assert [d for d in report["diagnostics"] if d["code"] != "harbor_schema_drift"] == expected
+
+
+def test_a_job_file_that_cannot_be_opened_is_said(short_dir: Path) -> None:
+    """A job-level file there but that cannot be opened (a socket) is said by its kind; a
+    missing one is no diagnostic."""
+    trials = {"t__1": trial_json(trial_result("t", "t__1", {"reward": 1.0}))}
+    job_dir = make_job(short_dir / "job", trials)
+    (job_dir / "lock.json").unlink()
+    _special("socket", job_dir / "lock.json")
+    (job_dir / "config.json").unlink()
+    job = read_job(job_dir, check_harbor=False)
+    assert job.diagnostics == [
+        {
+            "code": "job_file_unreadable",
+            "file": "lock.json",
+            "message": "lock.json: not a regular file (a socket)",
+        }
+    ]

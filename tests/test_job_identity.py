@@ -250,3 +250,95 @@ def test_a_job_whose_trials_another_job_copied_is_not_adopted_by_it(
         listed = sorted((r.job_id, r.trials, r.aliases) for r in Jobs(store).list())
         assert listed == [(HARBOR_ID, 3, []), (TB2_ID, 89, [])]
         assert fsck(store).ok
+
+
+@pytest.mark.realdata
+def test_a_partial_copy_of_a_finished_job_keeps_its_job_result(
+    fixtures_dir: Path, tmp_path: Path, capsys
+) -> None:
+    """Two trial directories of the finished tb2-haiku job copied elsewhere (no job-level
+    files) merge into the stored job (their trials name its Harbor id); the job result.json
+    the first import read stays read: no ``job_result_missing_partial``, its times, Harbor's
+    recorded metrics, the trial count lock.json gave and the Harbor version kept."""
+    store = tmp_path / "store"
+    code, first, _ = store_cli(
+        capsys, store, "import", str(fixtures_dir / TB2), "--name", "tb2", "--json"
+    )
+    assert (code, first["trials"], "job_result_missing_partial" in first["failure_codes"]) == (
+        0,
+        89,
+        False,
+    )
+    with Store(store) as opened:
+        before = Jobs(opened).list()[0]
+    copy = tmp_path / "cp1"
+    copy.mkdir()
+    for name in sorted(p.name for p in (fixtures_dir / TB2).iterdir() if p.is_dir())[:2]:
+        shutil.copytree(fixtures_dir / TB2 / name, copy / name)
+    code, merged, err = store_cli(capsys, store, "import", str(copy), "--json")
+    assert (code, err, merged["job"], merged["trials"], merged["imported"]) == (
+        0,
+        "",
+        TB2_ID,
+        89,
+        0,
+    )
+    assert merged["failure_codes"] == first["failure_codes"]
+    assert [d["code"] for d in merged["diagnostics"]] == ["harbor_schema_drift"]
+    code, listed, _ = store_cli(capsys, store, "ls", "jobs", "--json")
+    assert [(item["job"], item["failure_codes"]) for item in listed] == [
+        (TB2_ID, first["failure_codes"])
+    ]
+    with Store(store) as opened:
+        after = Jobs(opened).list()[0]
+    kept = ("started_at", "finished_at", "recorded_metrics", "expected_trials", "harbor_version")
+    assert [getattr(after, f) for f in kept] == [getattr(before, f) for f in kept]
+    assert after.started_at is not None and after.expected_trials == 89
+
+
+def test_a_job_result_never_read_stays_missing(tmp_path: Path) -> None:
+    """A job imported while it ran (no job result.json), then a partial copy of it: the job
+    result.json is still unread, ``job_result_missing_partial`` stays."""
+    job = make_job(tmp_path / "job", {}, job_id=None, expected=2)
+    for i in range(2):
+        _harbor_trial(job, f"t{i}__run", started=i)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copytree(job / "t1__run", copy / "t1__run")
+    _harbor_trial(copy, "t2__run", started=2)
+    with Store(tmp_path / "store") as store:
+        (first,) = Jobs(store).import_jobs([job])
+        (merged,) = Jobs(store).import_jobs([copy])
+        assert (merged.job, merged.trials, merged.imported) == (HARBOR_ID, 3, 1)
+        assert first.failure_codes == merged.failure_codes == {"job_result_missing_partial": 1}
+        assert Jobs(store).list()[0].failure_codes == {"job_result_missing_partial": 1}
+        assert [d["code"] for d in merged.diagnostics] == ["job_result_missing_partial"]
+
+
+@pytest.mark.parametrize("finished", [True, False])
+def test_saved_trials_keep_what_the_job_files_said(tmp_path: Path, capsys, finished) -> None:
+    """Saved trials of a stored job (``export``, then ``import`` of the file) read no job
+    file: the job result.json read before stays read (its time, Harbor's metrics, the count
+    expected); one missing before stays missing."""
+    trials = {f"t__{i}": trial_json(trial_result("t", f"t__{i}", {"reward": 1.0})) for i in (1, 2)}
+    job = make_job(tmp_path / "job", trials, job_id=JOB_ONE if finished else None)
+    store = tmp_path / "store"
+    code, first, _ = store_cli(capsys, store, "import", str(job), "--json")
+    saved = tmp_path / "trials.jsonl"
+    assert store_cli(capsys, store, "export", first["job"], "-o", str(saved))[0] == 0
+    with Store(store) as opened:
+        before = Jobs(opened).get(first["job"])
+    code, again, err = store_cli(capsys, store, "import", str(saved), "--json")
+    assert (code, err, again["job"], again["trials"]) == (0, "", first["job"], 2)
+    assert again["failure_codes"] == first["failure_codes"]
+    missing = [d for d in first["diagnostics"] if d["code"] == "job_result_missing_partial"]
+    assert [d for d in again["diagnostics"] if d["code"] == "job_result_missing_partial"] == (
+        missing
+    )
+    assert bool(missing) is not finished
+    with Store(store) as opened:
+        after = Jobs(opened).get(first["job"])
+    kept = ("started_at", "recorded_metrics", "expected_trials", "expected_from", "harbor_version")
+    assert [getattr(after, f) for f in kept] == [getattr(before, f) for f in kept]
+    assert after.expected_trials == 2 and after.harbor_version == "0.20.0"
+    assert (after.started_at is not None) is finished

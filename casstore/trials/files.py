@@ -24,6 +24,7 @@ __all__ = [
     "READ_SIZE",
     "decode_json",
     "read_bytes",
+    "read_job_file",
     "read_rest",
     "shown",
     "text_at",
@@ -50,14 +51,21 @@ def read_rest(fd: int, head: bytes) -> bytes:
 
 def read_bytes(path: Path) -> bytes | None:
     """A job-level file's bytes; None when it is missing, unreadable or not a regular file."""
+    return read_job_file(path)[0]
+
+
+def read_job_file(path: Path) -> tuple[bytes | None, str | None]:
+    """``(bytes, None)`` of a job-level file; ``(None, None)`` when it is missing; ``(None,
+    reason)`` when it is there but not read: ``not a regular file (a FIFO)``
+    (:func:`casstore.inputs.not_regular`), ``cannot open: Permission denied``, ..."""
     try:
         fd = open_regular(path)
-    except UsageError:
-        return None
+    except UsageError as error:
+        return None, error.rule if os.path.lexists(path) else None
     try:
-        return read_rest(fd, b"")
-    except OSError:
-        return None
+        return read_rest(fd, b""), None
+    except OSError as error:
+        return None, f"cannot read: {error.strerror or error}"
     finally:
         os.close(fd)
 

@@ -26,7 +26,7 @@ from casstore.table.codes import FailureCode, ordered_counts
 from casstore.trials.chunk import Chunk, ChunkSink, cut
 from casstore.trials.drift import drift
 from casstore.trials.evidence import Evidence, train
-from casstore.trials.files import decode_json, read_bytes, shown, text_at
+from casstore.trials.files import decode_json, read_bytes, read_job_file, shown, text_at
 from casstore.trials.find import subdir_names
 from casstore.trials.identity import job_identity
 from casstore.trials.imported import ImportedJob
@@ -54,11 +54,16 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
+_JOB_FILES = ("config.json", "lock.json", "result.json")
+"""The job-level files Harbor writes."""
+
+
 @dataclass
 class _JobDir:
     """A job directory about to be read: ``path`` as given and ``root`` (absolute), its
-    job-level files' bytes (None: missing or unreadable) and JSON, its ``job_id``, its trial
-    directories (``all_names``) and those to read (``names``: all but ``skipped``)."""
+    job-level files' bytes (None: missing or unreadable) and JSON, why those there were not
+    read (``unread``: file name → reason), its ``job_id``, its trial directories
+    (``all_names``) and those to read (``names``: all but ``skipped``)."""
 
     path: Path
     root: str
@@ -67,6 +72,7 @@ class _JobDir:
     result_bytes: bytes | None
     result: Any
     lock: Any
+    unread: dict[str, str]
     job_id: str
     all_names: list[str]
     names: list[str]
@@ -85,10 +91,8 @@ class _JobDir:
         root = str(path.resolve())
         if not is_text(root):
             raise UsageError(os.fsdecode(path), "the job directory's path is not valid UTF-8")
-        config_bytes, result_bytes = (
-            read_bytes(path / "config.json"),
-            read_bytes(path / "result.json"),
-        )
+        files = {name: read_job_file(path / name) for name in _JOB_FILES}
+        config_bytes, result_bytes = files["config.json"][0], files["result.json"][0]
         result = decode_json(result_bytes)
         skipped = set(skip)
         all_names = subdir_names(path) if trial_dirs is None else trial_dirs
@@ -102,7 +106,8 @@ class _JobDir:
             config=decode_json(config_bytes),
             result_bytes=result_bytes,
             result=result,
-            lock=decode_json(read_bytes(path / "lock.json")),
+            lock=decode_json(files["lock.json"][0]),
+            unread={name: reason for name, (_, reason) in files.items() if reason},
             job_id=job_id,
             all_names=all_names,
             names=names,
@@ -160,8 +165,10 @@ def read_job(
 
     Diagnostics (``code``): ``job_result_missing_partial``, ``trial_count_mismatch``,
     ``result_unreadable`` (with the trial directories), ``harbor_schema_drift``,
-    ``duplicate_trial_name``. Raises :class:`UsageError` when ``path`` is not a directory and
-    :class:`CheckError` when no trial can be read and there is no job result.json either.
+    ``duplicate_trial_name``, ``job_file_unreadable`` (a job-level file there but not read:
+    ``file``, ``message`` ``config.json: not a regular file (a FIFO)``). Raises
+    :class:`UsageError` when ``path`` is not a directory and :class:`CheckError` when no trial
+    can be read and there is no job result.json either.
     """
     job = _JobDir.open(Path(path), skip, trial_dirs, job_id)
     evidence = Evidence(dictionary if dictionary is not None else _trained(job))
@@ -239,8 +246,9 @@ def _diagnostics(
 ) -> tuple[list[dict[str, Any]], Counter[str]]:
     """The job's diagnostics but drift, and its failure codes (code → count, the trials' and
     the job's): unreadable trial directories, duplicate trial names, a missing job
-    result.json (when trials were read or skipped), a trial count other than the one
-    expected (``expected_trials``: :func:`_expected_trials`)."""
+    result.json (when trials were read or skipped), job-level files there but not read (a
+    FIFO, ...), a trial count other than the one expected (``expected_trials``:
+    :func:`_expected_trials`)."""
     diagnostics: list[dict[str, Any]] = []
     codes: Counter[str] = Counter()
     if unreadable := trials.unreadable:
@@ -252,9 +260,13 @@ def _diagnostics(
         diagnostics.append({"code": code, "count": len(duplicates), "trial_dirs": duplicates})
     if not isinstance(job.result, dict) and (packed.names or job.skipped):
         codes[FailureCode.JOB_RESULT_MISSING_PARTIAL] = 1
-        state = "missing" if job.result_bytes is None else "unreadable"
+        unread = job.result_bytes is not None or "result.json" in job.unread
+        state = "unreadable" if unread else "missing"
         message = f"job result.json {state}; trial files imported"
         diagnostics.append({"code": FailureCode.JOB_RESULT_MISSING_PARTIAL, "message": message})
+    for name, reason in job.unread.items():  # there, but not read: said as a trial's are
+        code = Diagnostic.JOB_FILE_UNREADABLE
+        diagnostics.append({"code": code, "file": name, "message": f"{name}: {reason}"})
     expected, expected_from = expected_trials
     found = job.found(packed, trials)
     if expected is not None and expected != found:

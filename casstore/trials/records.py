@@ -63,6 +63,7 @@ class Diagnostic(NamedCode):
 
     DUPLICATE_TRIAL_NAME = "duplicate_trial_name"  # a trial name given by two directories
     HARBOR_SCHEMA_DRIFT = "harbor_schema_drift"  # see casstore.trials.drift
+    JOB_FILE_UNREADABLE = "job_file_unreadable"  # a job-level file there but not read
 
 
 Timing = tuple[str | None, str | None]

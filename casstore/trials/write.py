@@ -237,6 +237,7 @@ def _put_record(
             codes[code] = parsed.failure_codes[code]
     if previous is not None:
         _keep_previous(record, previous, new_trials)
+        _keep_job_files(record, previous, codes, parsed.packed is not None)
     record.failure_codes = ordered_counts(codes)
     record.pack_checksums = True  # (every pack of the job was written by this version)
     label_record(record, table)
@@ -277,6 +278,45 @@ def _keep_previous(record: JobRecord, previous: JobRecord, new_trials: bool) -> 
     ]
     if previous.dictionary and not new_trials:
         record.dictionary = previous.dictionary
+
+
+_RESULT_FIELDS = ("started_at", "finished_at", "recorded_metrics")
+"""The fields of a job record read from the job's result.json."""
+
+
+def _keep_job_files(
+    record: JobRecord, previous: JobRecord, codes: Counter[str], from_directory: bool
+) -> None:
+    """What the new job record keeps of the job-level files an earlier import read: a job
+    result.json read once stays read (a partial copy of the job's trial directories or saved
+    trials bring none: its fields are kept, no ``job_result_missing_partial``); one never
+    read stays missing after saved trials (``from_directory`` False: no job file looked at);
+    the trial count expected and the Harbor version when the new import found none."""
+    missing = FailureCode.JOB_RESULT_MISSING_PARTIAL
+    read_now = from_directory and not codes.get(missing)
+    if not read_now and _result_read(previous):
+        for field in _RESULT_FIELDS:
+            setattr(record, field, getattr(previous, field))
+        codes.pop(missing, None)
+        record.diagnostics = [d for d in record.diagnostics if d.get("code") != missing]
+    elif not from_directory and previous.failure_codes.get(missing):
+        codes[missing] = previous.failure_codes[missing]
+        kept = [d for d in previous.diagnostics if d.get("code") == missing]
+        record.diagnostics = record.diagnostics + kept
+    if record.expected_trials is None:
+        record.expected_trials, record.expected_from = (
+            previous.expected_trials,
+            previous.expected_from,
+        )
+    record.harbor_version = record.harbor_version or previous.harbor_version
+
+
+def _result_read(record: JobRecord) -> bool:
+    """Whether a job result.json was read for the stored ``record``: not missing, and what
+    one gives is there (saved trials alone give none)."""
+    if record.failure_codes.get(FailureCode.JOB_RESULT_MISSING_PARTIAL):
+        return False
+    return record.expected_from == "result.json" or any(getattr(record, f) for f in _RESULT_FIELDS)
 
 
 def _rebase(records: list[TrialRecord], old: str | None, new: str | None) -> None:
