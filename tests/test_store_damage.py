@@ -289,3 +289,31 @@ def test_a_root_page_that_lists_no_database_is_not_an_empty_store(tmp_path: Path
     code, _, err = store_cli(capsys, store, "publish", str(make_task(tmp_path / "src2", "b")))
     assert code == 1 and "the index is damaged" in err, err
     assert sorted(p for p in (store / "filesets").rglob("task_archive")) == archives
+
+
+@pytest.mark.parametrize("db", ["evidence", "zstd_dicts"])
+def test_a_damaged_evidence_key_is_not_an_orphan_gc_removes(
+    tmp_path: Path, capsys, fixtures_dir: Path, db: str
+) -> None:
+    # A fresh tester's finding: a key damaged in the evidence (or dictionaries) database made
+    # its value look orphaned, and `gc --min-age 0` removed what 89 trials reference, exit 0.
+    import lmdb
+
+    store = tmp_path / "store"
+    job = fixtures_dir / "jobs/tb2-haiku/jobs/2026-05-10__01-23-57"
+    code, _, err = store_cli(capsys, store, "import", str(job), "--name", "tb2")
+    assert code == 0, err
+    env = lmdb.open(str(store / "index"), max_dbs=32)
+    with env.begin(write=True) as txn:  # the value moved under a key one byte off, as a flip
+        handle = env.open_db(db.encode(), txn=txn)
+        key, value = next(iter(txn.cursor(handle)))
+        txn.delete(key, db=handle)
+        txn.put(key[:-1] + bytes([key[-1] ^ 1]), value, db=handle)
+    env.close()
+    before = (store / "index" / "data.mdb").read_bytes()
+    for argv in (["gc", "--dry-run", "--min-age", "0"], ["gc", "--min-age", "0"]):
+        code, report, err = store_cli(capsys, store, *argv, "--json")
+        assert code == 1, (argv, err)
+        assert report["error"]["kind"] == "corrupt_store", (argv, report)
+        assert "a damaged key: its bytes are sha256:" in err, err
+    assert (store / "index" / "data.mdb").read_bytes() == before

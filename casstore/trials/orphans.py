@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 from casstore.errors import CorruptStoreError
 from casstore.store.index import Index, Txn
+from casstore.store.values import decode, decode_value
+from casstore.trials.evidence import dictionary_id, entry_key
 from casstore.trials.packs import job_packs, older_trials
 from casstore.trials.references import job_references
 from casstore.trials.stored import stored_job
@@ -135,8 +137,28 @@ def find_orphans(txn: Txn, referenced: Referenced) -> list[Orphan]:
             for key, raw in txn.raw_items(db):
                 name = key.decode(errors="backslashreplace")
                 if not is_reached(name):
+                    _check_address(db, name, raw, referenced)
                     found.append(Orphan(db, name, key, len(key) + len(raw)))
     return found
+
+
+def _check_address(db: str, name: str, raw: bytes | memoryview, referenced: Referenced) -> None:
+    """CorruptStoreError when an unreached evidence value or dictionary is one the trials
+    reference under another key: they are content-addressed, so a value whose own address
+    is referenced (and absent, or it would be reached) sits under a damaged key, and gc would
+    remove what the trials still need (a fresh tester's finding). A value hashing to nothing
+    referenced is an orphan."""
+    try:
+        if db == "zstd_dicts":
+            address = dictionary_id(decode(db, name, decode_value, raw))
+            wanted = referenced.dictionaries
+        else:
+            address, wanted = entry_key(raw), referenced.evidence
+    except CorruptStoreError:
+        return  # a value that does not decode is no trial's: an orphan
+    if address != name and address in wanted:
+        rule = f"a damaged key: its bytes are {address}, which trials reference; run casstore fsck"
+        raise CorruptStoreError(f"{db}/{name}", rule)
 
 
 def _pack_job(key: str) -> str | None:
