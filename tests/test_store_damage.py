@@ -317,3 +317,23 @@ def test_a_damaged_evidence_key_is_not_an_orphan_gc_removes(
         assert report["error"]["kind"] == "corrupt_store", (argv, report)
         assert "a damaged key: its bytes are sha256:" in err, err
     assert (store / "index" / "data.mdb").read_bytes() == before
+
+
+@pytest.mark.parametrize("at", [16, 18, 12, 14])
+def test_a_damaged_pointer_of_the_main_root_page_ends_no_process(tmp_path: Path, at: int) -> None:
+    # A fresh tester's finding: a node pointer of the main tree's root page flipped made LMDB
+    # read outside the page, and every command, fsck included, died of SIGBUS (exit 135).
+    store = tmp_path / "store"
+    assert _cli(store, "publish", str(make_task(tmp_path / "src", "a"))).returncode == 0
+    data = store / "index" / "data.mdb"
+    start, _ = main_root(data)
+    with data.open("r+b") as handle:
+        handle.seek(start + at)
+        pair = handle.read(2)
+        handle.seek(start + at)
+        handle.write(bytes(b ^ 0xFF for b in pair))
+    for argv in (["ls", "tasks"], ["fsck"], ["gc", "--min-age", "0"], ["show", "a"]):
+        done = _cli(store, *argv)
+        assert done.returncode == 1, (argv, done.returncode, done.stderr)
+        assert done.stderr.startswith(f"casstore: {data}: the index is damaged: main DB root")
+        assert done.stderr.count("\n") == 1, done.stderr

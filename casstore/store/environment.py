@@ -148,6 +148,7 @@ def check_data_file(env: lmdb.Environment, data: Path) -> None:
         rule = f"data.mdb is {size} bytes, the index needs {need} ({pages} pages of {page})"
         raise CorruptStoreError(str(data), rule)
     _check_meta_pages(data, page)
+    _check_main_root(data, page)
 
 
 _META_MAGIC = 0xBEEFC0DE
@@ -169,3 +170,50 @@ def _check_meta_pages(data: Path, page: int) -> None:
         return
     rule = f"the meta pages hold transactions {first} and {second}, not two successive ones"
     raise CorruptStoreError(str(data), rule)
+
+
+_MAIN_ROOT = struct.Struct("<16x112xQ")  # the main database's md_root in a meta page
+_PAGE_HEADER = struct.Struct("<QHHHH")  # mp_pgno, mp_pad, mp_flags, mp_lower, mp_upper
+_NODE = struct.Struct("<HHHH")  # mn_lo, mn_hi, mn_flags, mn_ksize
+_BRANCH, _LEAF = 0x01, 0x02
+
+
+def _check_main_root(data: Path, page: int) -> None:
+    """CorruptStoreError unless the root page of the main database (the list of named
+    databases, which LMDB reads first on every open) is a branch or leaf page whose node
+    pointers and nodes lie inside it: LMDB follows a damaged pointer out of the page and the
+    process ends with SIGBUS (a fresh tester's finding). One page read; the pages below are
+    fsck's (:func:`casstore.store.pages.check_pages`). Files of another layout are LMDB's."""
+    with data.open("rb") as handle:
+        metas = [os.pread(handle.fileno(), _META.size, n * page) for n in (0, 1)]
+        if any(_META.unpack(meta)[0] != _META_MAGIC for meta in metas):
+            return
+        newer = max(metas, key=lambda meta: _META.unpack(meta)[1])
+        (root,) = _MAIN_ROOT.unpack(newer[: _MAIN_ROOT.size])
+        if root == 2**64 - 1:  # P_INVALID: no named database yet
+            return
+        raw = os.pread(handle.fileno(), page, root * page)
+    problem = _root_problem(raw, root, page)
+    if problem is not None:
+        rule = f"the index is damaged: main DB root page {root}: {problem}"
+        raise CorruptStoreError(str(data), rule)
+
+
+def _root_problem(raw: bytes, root: int, page: int) -> str | None:
+    """What is wrong with the main database's root page ``raw`` (number ``root``), or None."""
+    if len(raw) != page:
+        return "beyond the end of the file"
+    pgno, _, flags, lower, upper = _PAGE_HEADER.unpack_from(raw)
+    if pgno != root or flags & ~0x10 not in (_BRANCH, _LEAF):  # 0x10: P_DIRTY, checked apart
+        return f"holds page number {pgno} and flags {flags:#x}"
+    if not _PAGE_HEADER.size <= lower <= upper <= page or (lower - _PAGE_HEADER.size) % 2:
+        return f"bounds {lower}..{upper} out of the page"
+    for slot in range(_PAGE_HEADER.size, lower, 2):
+        (at,) = struct.unpack_from("<H", raw, slot)
+        if not upper <= at <= page - _NODE.size:
+            return f"node pointer {at} out of bounds"
+        lo, hi, _, ksize = _NODE.unpack_from(raw, at)
+        size = _NODE.size + ksize + ((lo | hi << 16) if flags & _LEAF else 0)
+        if at + size > page:
+            return f"node at {at} of {size} bytes runs past the page"
+    return None
