@@ -59,6 +59,6 @@ def decimal(option: str, text: str | float) -> float:
     number (an option's default) is taken as it is."""
     if isinstance(text, int | float):  # a default value, not typed
         return float(text)
-    if not _DECIMAL.fullmatch(text.strip()):
+    if not _DECIMAL.fullmatch(text.strip(" \t")):  # str.strip() takes U+00A0, U+3000 too
         raise UsageError(option, f"not a decimal number (ASCII digits): {shown(text)}")
     return float(text)

@@ -162,7 +162,9 @@ def test_a_limit_is_written_in_ascii_digits(tmp_path, capsys, given) -> None:
     assert str(raised.value) == f"entries={given}: {rule}"
 
 
-@pytest.mark.parametrize("given", ["1_000", "\u0663", "\uff15", "0x10", "1,5"])
+@pytest.mark.parametrize(
+    "given", ["1_000", "\u0663", "\uff15", "0x10", "1,5", "\u00a00", "0\u3000"]
+)
 @pytest.mark.parametrize(
     "argv",
     [["rescore", "J", "--threshold"], ["rescore", "J", "--metric-timeout"], ["gc", "--min-age"]],
