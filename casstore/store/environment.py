@@ -136,8 +136,10 @@ def check_data_file(env: lmdb.Environment, data: Path) -> None:
     """Raise :class:`CorruptStoreError` (naming ``data``) when the file is shorter than the
     pages LMDB's meta pages account for (two meta pages, and pages ``0..last_pgno`` of the
     latest commit), or when the meta pages' transaction ids are not those of successive
-    commits (:func:`_check_meta_pages`). Reads only the meta pages (LMDB read both when
-    opening, so they are in the file); run before any other page is touched, which past the
+    commits (:func:`_check_meta_pages`), or when the main database's root page is damaged
+    (:func:`_check_main_root`). Reads the meta pages (LMDB read both when opening, so they
+    are in the file) and that one page; files of another layout (not LMDB 0.9's) are left
+    to LMDB. Run before any other page is touched, which past the
     end of the file would end the process with SIGBUS. A new index passes: LMDB writes its
     two meta pages when it creates the file."""
     page = env.stat()["psize"]
@@ -147,25 +149,24 @@ def check_data_file(env: lmdb.Environment, data: Path) -> None:
         need = pages * page
         rule = f"data.mdb is {size} bytes, the index needs {need} ({pages} pages of {page})"
         raise CorruptStoreError(str(data), rule)
-    _check_meta_pages(data, page)
-    _check_main_root(data, page)
+    with data.open("rb") as handle:  # the meta pages read once, for both checks
+        metas = [os.pread(handle.fileno(), _META.size, n * page) for n in (0, 1)]
+        if all(_META.unpack(meta)[0] == _META_MAGIC for meta in metas):  # else: LMDB's
+            _check_meta_pages(data, [_META.unpack(meta)[1] for meta in metas])
+            _check_main_root(data, handle.fileno(), page, metas)
 
 
 _META_MAGIC = 0xBEEFC0DE
 _META = struct.Struct("<16xI124xQ")  # LMDB 0.9 on 64 bits: page header, mm_magic ... mm_txnid
 
 
-def _check_meta_pages(data: Path, page: int) -> None:
-    """CorruptStoreError unless the transaction ids of the two meta pages are those LMDB
-    writes: a commit of transaction ``n`` writes meta page ``n % 2``, so page 0 holds an even
-    id, page 1 an odd one (or 0 before the first commit), one apart. LMDB opens the meta
-    page of the larger id: a damaged id would silently open an older state of the index (the
-    last commit lost). Files of another layout (not LMDB 0.9's) are left to LMDB."""
-    with data.open("rb") as handle:
-        metas = [_META.unpack(os.pread(handle.fileno(), _META.size, n * page)) for n in (0, 1)]
-    if any(magic != _META_MAGIC for magic, _ in metas):
-        return
-    (_, first), (_, second) = metas
+def _check_meta_pages(data: Path, txnids: list[int]) -> None:
+    """CorruptStoreError unless the transaction ids of the two meta pages (``txnids``) are
+    those LMDB writes: a commit of transaction ``n`` writes meta page ``n % 2``, so page 0
+    holds an even id, page 1 an odd one (or 0 before the first commit), one apart. LMDB opens
+    the meta page of the larger id: a damaged id would silently open an older state of the
+    index (the last commit lost)."""
+    first, second = txnids
     if first % 2 == 0 and (second % 2 == 1 or second == 0) and abs(first - second) <= 1:
         return
     rule = f"the meta pages hold transactions {first} and {second}, not two successive ones"
@@ -178,22 +179,18 @@ _NODE = struct.Struct("<HHHH")  # mn_lo, mn_hi, mn_flags, mn_ksize
 _BRANCH, _LEAF = 0x01, 0x02
 
 
-def _check_main_root(data: Path, page: int) -> None:
+def _check_main_root(data: Path, fd: int, page: int, metas: list[bytes]) -> None:
     """CorruptStoreError unless the root page of the main database (the list of named
-    databases, which LMDB reads first on every open) is a branch or leaf page whose node
-    pointers and nodes lie inside it: LMDB follows a damaged pointer out of the page and the
-    process ends with SIGBUS (a fresh tester's finding). One page read; the pages below are
-    fsck's (:func:`casstore.store.pages.check_pages`). Files of another layout are LMDB's."""
-    with data.open("rb") as handle:
-        metas = [os.pread(handle.fileno(), _META.size, n * page) for n in (0, 1)]
-        if any(_META.unpack(meta)[0] != _META_MAGIC for meta in metas):
-            return
-        newer = max(metas, key=lambda meta: _META.unpack(meta)[1])
-        (root,) = _MAIN_ROOT.unpack(newer[: _MAIN_ROOT.size])
-        if root == 2**64 - 1:  # P_INVALID: no named database yet
-            return
-        raw = os.pread(handle.fileno(), page, root * page)
-    problem = _root_problem(raw, root, page)
+    databases, which LMDB reads first on every open), named by the newer of the meta pages
+    ``metas``, is a branch or leaf page whose node pointers and nodes lie inside it: LMDB
+    follows a damaged pointer out of the page and the process ends with SIGBUS (a fresh
+    tester's finding). One page read from ``fd``; the pages below are fsck's
+    (:func:`casstore.store.pages.check_pages`)."""
+    newer = max(metas, key=lambda meta: _META.unpack(meta)[1])
+    (root,) = _MAIN_ROOT.unpack(newer[: _MAIN_ROOT.size])
+    if root == 2**64 - 1:  # P_INVALID: no named database yet
+        return
+    problem = _root_problem(os.pread(fd, page, root * page), root, page)
     if problem is not None:
         rule = f"the index is damaged: main DB root page {root}: {problem}"
         raise CorruptStoreError(str(data), rule)
