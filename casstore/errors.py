@@ -53,6 +53,7 @@ __all__ = [
     "UnsafePathError",
     "UsageError",
     "blocking_file",
+    "failed_os_call",
     "is_text",
     "missing_folder",
     "printable",
@@ -181,6 +182,12 @@ class UnknownReferenceError(StoreError):
 
     kind = "unknown_reference"
     exit_code = 2
+
+
+def failed_os_call(error: OSError) -> CheckError:
+    """An OSError no check caught (a disk full, a folder that cannot be read) as the failed
+    check it is: exit 1, naming its file."""
+    return CheckError(error.filename and str(error.filename), error.strerror or str(error))
 
 
 def unknown_reference(ref: str, what: str, by: str = "name") -> UnknownReferenceError:

@@ -23,12 +23,12 @@ try:  # typer >= 0.24 vendors click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click.exceptions import ClickException  # type: ignore[assignment]  # same class, older home
 
-from casstore.errors import CasstoreError, UsageError, printable
+from casstore.errors import CasstoreError, UsageError, failed_os_call, printable
 from cli import archive, demo, jobs, rescore, store
 from cli.coerce import light_coercion
 from cli.help import prepare_help, shows_help, tidy_help
 from cli.options import GlobalOptions
-from cli.output import as_casstore_error, emit_json, error_json, fail
+from cli.output import emit_json, error_json, fail
 from cli.verifier import verifier_app
 
 __all__ = ["app", "main"]
@@ -155,7 +155,7 @@ def run(argv: list[str] | None = None) -> int:
     except CasstoreError as error:
         return _failed(args, error, error.exit_code)
     except OSError as error:
-        return _failed(args, as_casstore_error(error), 1)
+        return _failed(args, failed_os_call(error), 1)
     return result if isinstance(result, int) else 0
 
 

@@ -18,14 +18,13 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import typer
 
-from casstore.errors import CasstoreError, CheckError, printable
+from casstore.errors import CasstoreError, printable
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
 
 __all__ = [
-    "as_casstore_error",
     "emit_json",
     "empty_listing",
     "err_console",
@@ -146,12 +145,6 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_finite(item) for item in value]
     return value
-
-
-def as_casstore_error(error: OSError) -> CheckError:
-    """An OSError no check caught (a disk full, a folder that cannot be read) as the failed
-    check it is: exit 1, naming its file."""
-    return CheckError(error.filename and str(error.filename), error.strerror or str(error))
 
 
 def error_json(error: CasstoreError) -> dict[str, object]:

@@ -20,7 +20,7 @@ from casstore.archive.formats import SUFFIXES, Compression
 from casstore.archive.limits import Limits
 from casstore.archive.pack import PackResult, pack_tree
 from casstore.archive.read import VerifyResult, verify_archive
-from casstore.errors import CasstoreError, CheckError, UsageError
+from casstore.errors import CasstoreError, UsageError, failed_os_call
 
 __all__ = [
     "Outcome",
@@ -139,5 +139,4 @@ def _attempt[R](source: Path, archive: Path, work: Callable[[], R]) -> Outcome[R
     except CasstoreError as error:
         return Outcome(source, archive, error=error)
     except OSError as error:
-        failure = CheckError(error.filename and str(error.filename), error.strerror or str(error))
-        return Outcome(source, archive, error=failure.located(str(source)))
+        return Outcome(source, archive, error=failed_os_call(error).located(str(source)))
