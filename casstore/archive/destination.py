@@ -28,7 +28,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from casstore.errors import UsageError
+from casstore.errors import UsageError, blocking_file
 from casstore.inputs import file_kind
 
 __all__ = ["Destination", "rename_noreplace"]
@@ -110,12 +110,12 @@ def _is_empty_directory(path: Path, given: str) -> bool:
 def _make_parents(parent: Path, given: str) -> list[Path]:
     """Make the missing directories of ``parent``, outermost first; those made. UsageError
     when an existing one is not a directory or one cannot be made."""
+    if (blocker := blocking_file(parent)) is not None:
+        raise UsageError(given, f"{blocker} is not a directory")
     missing: list[Path] = []
     while not os.path.lexists(parent):
         missing.append(parent)
         parent = parent.parent
-    if not parent.is_dir():
-        raise UsageError(given, f"{parent} is not a directory")
     made: list[Path] = []
     for directory in reversed(missing):
         try:
