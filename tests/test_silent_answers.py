@@ -22,6 +22,7 @@ import casstore
 from casstore.archive.pack import pack_tree
 from casstore.errors import UsageError
 from tests.conftest import FIXTURES
+from tests.helpers import TB2_HAIKU_COUNTS
 from tests.helpers import run_cli as _cli
 
 pytestmark = pytest.mark.realdata
@@ -181,15 +182,7 @@ def test_api_pack_takes_the_compression_from_the_file_name(tmp_path: Path) -> No
 
 # --- item 3: one breakdown for import and rescore ---------------------------------------------
 
-BREAKDOWN = {
-    "attempts": 89,
-    "scored": 68,
-    "partial": 20,
-    "errored": 1,
-    "no_verifier": 0,
-    "invalid": 0,
-    "harbor_errors": 21,
-}
+BREAKDOWN = TB2_HAIKU_COUNTS
 BREAKDOWN_TEXT = (
     "attempts 89   scored 68   partial 20   errored 1   no_verifier 0   invalid 0   "
     "harbor_errors 21"
