@@ -17,7 +17,7 @@ import typer
 from casstore.archive.formats import Compression
 from casstore.errors import CheckError
 from cli.options import DestArgument, JsonOption, LimitOption, limits_from
-from cli.output import emit_json, fail, out_console
+from cli.output import emit_json, fail, out_console, print_lines, printable_values
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -188,25 +188,12 @@ def _json_line(payload: dict[str, object]) -> str:
     """``payload`` as one line of compact JSON (JSON Lines), its texts printable anywhere."""
     import json
 
-    return json.dumps(_printable(payload), ensure_ascii=False, separators=(",", ":"))
-
-
-def _printable(value: object) -> object:
-    """``value`` with every text in it :func:`~casstore.errors.printable`."""
-    from casstore.errors import printable
-
-    if isinstance(value, str):
-        return printable(value)
-    if isinstance(value, dict):
-        return {key: _printable(item) for key, item in value.items()}
-    return value
+    return json.dumps(printable_values(payload), ensure_ascii=False, separators=(",", ":"))
 
 
 def _print_line(line: str) -> None:
-    """Write one line on stdout, as it is (no rich markup), printable anywhere."""
-    from casstore.errors import printable
-
-    sys.stdout.write(printable(line) + "\n")
+    """Write one line on stdout (:func:`~cli.output.print_lines`) at once, as it is done."""
+    print_lines([line])
     sys.stdout.flush()
 
 

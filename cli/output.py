@@ -33,6 +33,7 @@ __all__ = [
     "out_console",
     "print_lines",
     "print_table",
+    "printable_values",
     "progress_bar",
 ]
 
@@ -149,7 +150,17 @@ def _finite(value: Any) -> Any:
 
 def error_json(error: CasstoreError) -> dict[str, object]:
     """``{"kind", "path", "message"}`` of ``error``, its texts printable anywhere."""
-    return {k: printable(v) if isinstance(v, str) else v for k, v in error.to_json().items()}
+    fields: dict[str, object] = dict(error.to_json())
+    return printable_values(fields)
+
+
+def printable_values[V](value: V) -> V:
+    """``value`` with every text in it, in dicts at any depth, :func:`printable`."""
+    if isinstance(value, str):
+        return cast("V", printable(value))
+    if isinstance(value, dict):
+        return cast("V", {key: printable_values(item) for key, item in value.items()})
+    return value
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
