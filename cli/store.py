@@ -19,12 +19,20 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from casstore.names import DEFAULT_FILESET, DEFAULT_WORKSPACE
-from cli.options import CompressionOption, DestArgument, GlobalOptions, JsonOption, decimal_option
-from cli.output import emit_json, empty_listing, out_console, print_lines, progress_bar
+from cli.options import (
+    CompressionOption,
+    DestArgument,
+    GlobalOptions,
+    JsonOption,
+    LongOption,
+    decimal_option,
+)
+from cli.output import emit_json, empty_listing, out_console, print_lines, progress_bar, shown
 
 if TYPE_CHECKING:
     from casstore.store import PublishResult, Store, TaskRevision, TasksetResult, TasksetRevision
     from casstore.store.fileset import Temporary
+    from casstore.store.records import NamedRecord, RevisionEntry
 
 __all__ = ["register"]
 
@@ -70,6 +78,7 @@ def publish(
         ),
     ] = False,
     compression: CompressionOption = "gzip",
+    long: LongOption = False,
     json: JsonOption = False,
 ) -> None:
     """Discover and publish tasks (one task or a dataset); identical content is reused."""
@@ -104,18 +113,19 @@ def publish(
         emit_json(published_json(published) if recursive else plain)
         return
     for _, results, made in published:
-        _print_published(results, made)
+        _print_published(results, made, long)
 
 
-def _print_published(results: list[PublishResult], made: TasksetResult | None) -> None:
+def _print_published(results: list[PublishResult], made: TasksetResult | None, long: bool) -> None:
     """The lines of one published dataset: a line per task, then its taskset's, if any."""
     for r in results:
         state = "repaired" if r.repaired else "reused" if r.reused else "new"
-        out_console.print(f"{state:6} {r.workspace}/{r.name}#{r.revision}  {r.address}")
+        line = f"{state:6} {r.workspace}/{r.name}#{r.revision}  {r.address}"
+        out_console.print(shown(line, long))
     if made is not None:
         count = _count(len(made.tasks), "task")
         state = "reused" if made.reused else "new revision, pinning exactly these"
-        out_console.print(f"taskset {made.ref}#{made.revision}  {count} ({state})")
+        out_console.print(shown(f"taskset {made.ref}#{made.revision}  {count} ({state})", long))
 
 
 class Listing(StrEnum):
@@ -132,86 +142,134 @@ def ls(
     workspace: Annotated[
         str | None, typer.Option("--workspace", "-w", help="Only this workspace.")
     ] = None,
+    every: Annotated[
+        bool,
+        typer.Option(
+            "--all", "-a", help="Every revision of each name, newest first, with its time."
+        ),
+    ] = False,
+    long: LongOption = False,
     json: JsonOption = False,
 ) -> None:
-    """List tasks or tasksets with their latest revision, or imported Harbor jobs."""
+    """List tasks or tasksets with their latest revision (--all: every revision), or
+    imported Harbor jobs."""
     if what is Listing.jobs:
         from cli.jobs import ls_jobs
 
         return ls_jobs(ctx.obj, json)
     with _store(ctx) as store:
-        rows: list[dict[str, Any]]
-        if what is Listing.tasks:
-            rows = [
-                {
-                    "ref": f"{record.workspace}/{record.name}",
-                    "id": revision.native_id,
-                    "revision": revision.digest,
-                    "address": revision.address,
-                    "revisions": len(record.history),
-                }
-                for record, revision in store.tasks.list(workspace)
-            ]
+        names: Any = store.tasks if what is Listing.tasks else store.tasksets
+        if every:
+            listed = names.every_revision(workspace)
         else:
-            rows = [
-                {
-                    "ref": f"{record.workspace}/{record.name}",
-                    "revision": revision.digest,
-                    "tasks": len(revision.tasks),
-                    "revisions": len(record.history),
-                }
-                for record, revision in store.tasksets.list(workspace)
-            ]
+            listed = [(record, revision, None) for record, revision in names.list(workspace)]
+    rows = [_ls_row(record, revision, entry) for record, revision, entry in listed]
     if json:
         emit_json(rows)
         return
     if not rows:
         return empty_listing(what.value, ctx.obj)
-    print_lines(map(_ls_line, rows))
+    print_lines(shown(_ls_line(row, every), long) for row in rows)
 
 
-def _ls_line(row: dict[str, Any]) -> str:
-    detail = row["id"] if "id" in row else _count(row["tasks"], "task")
-    return f"{row['ref']}#{row['revision']}  {detail}"
+def _ls_row(
+    record: NamedRecord, revision: TaskRevision | TasksetRevision, entry: RevisionEntry | None
+) -> dict[str, Any]:
+    """One row of ``ls`` (``--json``): the name, the revision, what it holds; with ``--all``
+    (``entry``: the history entry) also when the revision became the name's latest
+    (``created``) and whether this entry is the latest (``latest``)."""
+    from casstore.store.records import TaskRevision  # the store is loaded: ``ls`` read it
+
+    row: dict[str, Any] = {"ref": f"{record.workspace}/{record.name}"}
+    if isinstance(revision, TaskRevision):
+        row |= {"id": revision.native_id, "revision": revision.digest}
+        row["address"] = revision.address
+    else:
+        row |= {"revision": revision.digest, "tasks": len(revision.tasks)}
+    row["revisions"] = len(record.history)
+    if entry is not None:
+        row |= {"created": entry.created, "latest": entry is record.history[-1]}
+    return row
+
+
+def _ls_line(row: dict[str, Any], every: bool) -> str:
+    """``<ref>#<revision>  <native id or task count>``; with ``--all`` the time the revision
+    became latest instead of the native id (a line fits 100 columns), and ``latest``."""
+    if not every:
+        detail = row["id"] if "id" in row else _count(row["tasks"], "task")
+        return f"{row['ref']}#{row['revision']}  {detail}"
+    when = row["created"][:19].replace("T", " ")
+    detail = "" if "id" in row else f"  {_count(row['tasks'], 'task')}"
+    latest = "  latest" if row["latest"] else ""
+    return f"{row['ref']}#{row['revision']}{detail}  {when}{latest}"
 
 
 def show(
     ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(help="workspace/name[#digest] of a taskset or task.")],
+    ref: Annotated[
+        str,
+        typer.Argument(
+            help="workspace/name[#digest] of a taskset or task, or a revision digest "
+            "(sha256:<hex>, a unique prefix of 8+ hex digits will do)."
+        ),
+    ],
+    long: LongOption = False,
     json: JsonOption = False,
 ) -> None:
-    """Show a taskset (tried first) or task revision."""
+    """Show a taskset (tried first) or task revision, by reference or by revision digest."""
     with _store(ctx) as store:
-        kind, _ = store.resolve(ref)
-        revision: TaskRevision | TasksetRevision
-        if kind == "taskset":
-            record, revision = store.tasksets.get(ref)
+        if "#" not in ref and ":" in ref:  # no name holds ':': a revision digest
+            payload = _revision_payload(store, ref)
         else:
-            record, revision = store.tasks.get(ref)
-    payload = {
-        "kind": kind,
-        "ref": f"{record.workspace}/{record.name}",
-        "history": [entry.model_dump() for entry in record.history],
-        "revision": revision.model_dump(),
-    }
+            kind, _ = store.resolve(ref)
+            names = store.tasksets if kind == "taskset" else store.tasks
+            record, revision = names.get(ref)
+            payload = {
+                "kind": kind,
+                "ref": f"{record.workspace}/{record.name}",
+                "history": [entry.model_dump() for entry in record.history],
+                "revision": revision.model_dump(),
+            }
     if json:
         emit_json(payload)
         return
-    out_console.print(f"{kind} {payload['ref']}#{revision.digest}")
-    for key, value in revision.model_dump(exclude={"digest"}).items():
-        if key == "tasks":
-            out_console.print(f"  tasks: {len(value)}")
-            for pin in value:
-                out_console.print(f"    {pin['task']}  {pin['revision']}")
-        elif key == "metrics":
-            out_console.print(f"  metrics: {', '.join(value)}")
-        elif key == "views":
-            import orjson
+    digest = payload["revision"]["digest"]
+    if "ref" in payload:
+        out_console.print(shown(f"{payload['kind']} {payload['ref']}#{digest}", long))
+    else:
+        out_console.print(shown(f"{payload['kind']} revision {digest}", long))
+        out_console.print(f"  names: {', '.join(payload['names']) or 'none'}")
+    for key, value in payload["revision"].items():
+        if key != "digest":
+            _print_field(key, value, long)
 
-            shown = orjson.dumps(value).decode() if value else "none"
-            out_console.print(f"  views: {shown}")
-        else:
-            out_console.print(f"  {key}: {value}")
+
+def _revision_payload(store: Store, digest: str) -> dict[str, Any]:
+    """``show DIGEST``: the kind, the names whose history holds the revision, the revision."""
+    db, key, revision = store.revision_of(digest)
+    kind = "taskset" if db == "taskset_revisions" else "task"
+    return {
+        "kind": kind,
+        "names": store.names_holding(kind, key),
+        "revision": revision.model_dump(),
+    }
+
+
+def _print_field(key: str, value: Any, long: bool) -> None:
+    """One field of a revision, as ``show`` prints it."""
+    if key == "tasks":
+        out_console.print(f"  tasks: {len(value)}")
+        for pin in value:
+            out_console.print(shown(f"    {pin['task']}  {pin['revision']}", long))
+    elif key == "metrics":
+        out_console.print(f"  metrics: {', '.join(value)}")
+    elif key == "views":
+        import orjson
+
+        views = orjson.dumps(value).decode() if value else "none"
+        out_console.print(f"  views: {views}")
+    else:
+        out_console.print(shown(f"  {key}: {value}", long))
 
 
 taskset_app = typer.Typer(help="Create or replace tasksets (pinned task revisions).")
@@ -228,6 +286,7 @@ def _taskset_command(create: bool) -> Callable[..., None]:
         name: Annotated[str, typer.Argument(help="Taskset name.")],
         tasks: TasksArgument,
         workspace: WorkspaceOption = DEFAULT_WORKSPACE,
+        long: LongOption = False,
         json: JsonOption = False,
     ) -> None:
         with _store(ctx) as store:
@@ -238,7 +297,7 @@ def _taskset_command(create: bool) -> Callable[..., None]:
             return
         state = "reused" if result.reused else "new"
         count = _count(len(result.tasks), "task")
-        out_console.print(f"{state} {result.ref}#{result.revision}  {count}")
+        out_console.print(shown(f"{state} {result.ref}#{result.revision}  {count}", long))
 
     return command
 
