@@ -1,4 +1,5 @@
-"""``casstore publish``, ``ls``, ``show``, ``taskset``, ``checkout``, ``fsck`` and ``gc``.
+"""``casstore publish``, ``ls``, ``taskset``, ``checkout``, ``fsck`` and ``gc`` (``show``,
+``log``, ``rm`` and ``rename``: :mod:`cli.names`).
 
 Exit status: 0 ok; 1 a failed check (fsck problems, an archive that fails verification) or a
 store refusal (name exists); 2 bad usage, including an unknown reference
@@ -34,12 +35,12 @@ if TYPE_CHECKING:
     from casstore.store.fileset import Temporary
     from casstore.store.records import NamedRecord, RevisionEntry
 
-__all__ = ["register"]
+__all__ = ["plural", "register", "store_of"]
 
 WorkspaceOption = Annotated[str, typer.Option("--workspace", "-w", help="Workspace of the names.")]
 
 
-def _store(ctx: typer.Context, create: bool = False) -> Store:
+def store_of(ctx: typer.Context, create: bool = False) -> Store:
     """The ``--store`` store; an existing one unless ``create`` (UsageError if missing)."""
     from casstore.store import Store  # here: for start-up time
 
@@ -47,7 +48,7 @@ def _store(ctx: typer.Context, create: bool = False) -> Store:
     return Store(options.store, create=create)
 
 
-def _count(n: int, noun: str) -> str:
+def plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
@@ -90,7 +91,7 @@ def publish(
         check_names(tasks, name, workspace, fileset, prefix, named)
     check_distinct([task for _, tasks, _ in datasets for task in tasks], name, workspace)
     published = []
-    with _store(ctx, create=True) as store, progress_bar("publish") as bar:
+    with store_of(ctx, create=True) as store, progress_bar("publish") as bar:
         bar.start(sum(len(tasks) for _, tasks, _ in datasets))
         for directory, tasks, named in datasets:
             results = api.publish(
@@ -123,9 +124,9 @@ def _print_published(results: list[PublishResult], made: TasksetResult | None, l
         line = f"{state:6} {r.workspace}/{r.name}#{r.revision}  {r.address}"
         out_console.print(shown(line, long))
     if made is not None:
-        count = _count(len(made.tasks), "task")
+        tasks = plural(len(made.tasks), "task")
         state = "reused" if made.reused else "new revision, pinning exactly these"
-        out_console.print(shown(f"taskset {made.ref}#{made.revision}  {count} ({state})", long))
+        out_console.print(shown(f"taskset {made.ref}#{made.revision}  {tasks} ({state})", long))
 
 
 class Listing(StrEnum):
@@ -157,7 +158,7 @@ def ls(
         from cli.jobs import ls_jobs
 
         return ls_jobs(ctx.obj, json)
-    with _store(ctx) as store:
+    with store_of(ctx) as store:
         names: Any = store.tasks if what is Listing.tasks else store.tasksets
         if every:
             listed = names.every_revision(workspace)
@@ -196,80 +197,12 @@ def _ls_line(row: dict[str, Any], every: bool) -> str:
     """``<ref>#<revision>  <native id or task count>``; with ``--all`` the time the revision
     became latest instead of the native id (a line fits 100 columns), and ``latest``."""
     if not every:
-        detail = row["id"] if "id" in row else _count(row["tasks"], "task")
+        detail = row["id"] if "id" in row else plural(row["tasks"], "task")
         return f"{row['ref']}#{row['revision']}  {detail}"
     when = row["created"][:19].replace("T", " ")
-    detail = "" if "id" in row else f"  {_count(row['tasks'], 'task')}"
+    detail = "" if "id" in row else f"  {plural(row['tasks'], 'task')}"
     latest = "  latest" if row["latest"] else ""
     return f"{row['ref']}#{row['revision']}{detail}  {when}{latest}"
-
-
-def show(
-    ctx: typer.Context,
-    ref: Annotated[
-        str,
-        typer.Argument(
-            help="workspace/name[#digest] of a taskset or task, or a revision digest "
-            "(sha256:<hex>, a unique prefix of 8+ hex digits will do)."
-        ),
-    ],
-    long: LongOption = False,
-    json: JsonOption = False,
-) -> None:
-    """Show a taskset (tried first) or task revision, by reference or by revision digest."""
-    with _store(ctx) as store:
-        if "#" not in ref and ":" in ref:  # no name holds ':': a revision digest
-            payload = _revision_payload(store, ref)
-        else:
-            kind, _ = store.resolve(ref)
-            names = store.tasksets if kind == "taskset" else store.tasks
-            record, revision = names.get(ref)
-            payload = {
-                "kind": kind,
-                "ref": f"{record.workspace}/{record.name}",
-                "history": [entry.model_dump() for entry in record.history],
-                "revision": revision.model_dump(),
-            }
-    if json:
-        emit_json(payload)
-        return
-    digest = payload["revision"]["digest"]
-    if "ref" in payload:
-        out_console.print(shown(f"{payload['kind']} {payload['ref']}#{digest}", long))
-    else:
-        out_console.print(shown(f"{payload['kind']} revision {digest}", long))
-        out_console.print(f"  names: {', '.join(payload['names']) or 'none'}")
-    for key, value in payload["revision"].items():
-        if key != "digest":
-            _print_field(key, value, long)
-
-
-def _revision_payload(store: Store, digest: str) -> dict[str, Any]:
-    """``show DIGEST``: the kind, the names whose history holds the revision, the revision."""
-    db, key, revision = store.revision_of(digest)
-    kind = "taskset" if db == "taskset_revisions" else "task"
-    return {
-        "kind": kind,
-        "names": store.names_holding(kind, key),
-        "revision": revision.model_dump(),
-    }
-
-
-def _print_field(key: str, value: Any, long: bool) -> None:
-    """One field of a revision, as ``show`` prints it."""
-    if key == "tasks":
-        out_console.print(f"  tasks: {len(value)}")
-        for pin in value:
-            out_console.print(shown(f"    {pin['task']}  {pin['revision']}", long))
-    elif key == "metrics":
-        out_console.print(f"  metrics: {', '.join(value)}")
-    elif key == "views":
-        import orjson
-
-        views = orjson.dumps(value).decode() if value else "none"
-        out_console.print(f"  views: {views}")
-    else:
-        out_console.print(shown(f"  {key}: {value}", long))
 
 
 taskset_app = typer.Typer(help="Create or replace tasksets (pinned task revisions).")
@@ -289,15 +222,15 @@ def _taskset_command(create: bool) -> Callable[..., None]:
         long: LongOption = False,
         json: JsonOption = False,
     ) -> None:
-        with _store(ctx) as store:
+        with store_of(ctx) as store:
             write = store.tasksets.create if create else store.tasksets.replace
             result = write(name, tasks, workspace)
         if json:
             emit_json(result.to_json())
             return
         state = "reused" if result.reused else "new"
-        count = _count(len(result.tasks), "task")
-        out_console.print(shown(f"{state} {result.ref}#{result.revision}  {count}", long))
+        pinned = plural(len(result.tasks), "task")
+        out_console.print(shown(f"{state} {result.ref}#{result.revision}  {pinned}", long))
 
     return command
 
@@ -318,12 +251,12 @@ def checkout(
     json: JsonOption = False,
 ) -> None:
     """Verify, extract and validate every task of REF into DEST/<task dir>/."""
-    with _store(ctx) as store, progress_bar("checkout") as bar:
+    with store_of(ctx) as store, progress_bar("checkout") as bar:
         result = store.checkout(ref, dest, bar)
     if json:
         emit_json(result.model_dump())
         return
-    out_console.print(f"ok {_count(len(result.tasks), 'task')} → {result.dest}")
+    out_console.print(f"ok {plural(len(result.tasks), 'task')} → {result.dest}")
 
 
 def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
@@ -331,7 +264,7 @@ def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
     and evidence (never modifies); exit 1 on problems."""
     from casstore import api
 
-    with _store(ctx) as store, progress_bar("fsck") as bar:
+    with store_of(ctx) as store, progress_bar("fsck") as bar:
         report = api.fsck(store, bar)
     if json:
         emit_json(report.model_dump())
@@ -342,10 +275,10 @@ def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
             out_console.print(f"orphan (info): {orphan}")
         for temporary in report.temporaries:
             out_console.print(f"temporary (info): {_temporary(temporary)}")
-        status = "ok" if report.ok else _count(len(report.problems), "problem")
-        counts = f"{_count(report.revisions, 'revision')}, {_count(report.archives, 'archive')}"
+        status = "ok" if report.ok else plural(len(report.problems), "problem")
+        counts = f"{plural(report.revisions, 'revision')}, {plural(report.archives, 'archive')}"
         if jobs := report.count("jobs"):
-            counts += f", {_count(jobs, 'job')}, {_count(report.count('trials'), 'trial')}"
+            counts += f", {plural(jobs, 'job')}, {plural(report.count('trials'), 'trial')}"
         out_console.print(f"{status}: {counts}")
     if not report.ok:
         raise typer.Exit(1)
@@ -364,12 +297,16 @@ def gc(
     older than --min-age, and imported jobs' data no job record references."""
     from casstore import api
 
-    with _store(ctx) as store:
+    with store_of(ctx) as store:
         report = api.gc(store, dry_run=dry_run, min_age=min_age)
     if json:
         emit_json(report.model_dump())
         return
     verb = "would remove" if dry_run else "removed"
+    for ref in report.revisions:  # db/digest: shown as the revision's kind and digest
+        db, _, digest = ref.partition("/")
+        kind = "taskset revision" if db == "taskset_revisions" else "revision"
+        out_console.print(f"{verb} {kind} {digest}")
     for ref in report.removed:
         out_console.print(f"{verb} {ref}")
     for temporary in report.temporaries:
@@ -377,14 +314,16 @@ def gc(
     for ref in report.job_data:
         out_console.print(f"{verb} {ref}")
     if report.job_data:
-        out_console.print(f"{verb} {_count(len(report.job_data), 'orphaned job value')}")
-    removed = _count(len(report.removed), "archive")
+        out_console.print(f"{verb} {plural(len(report.job_data), 'orphaned job value')}")
+    removed = plural(len(report.removed), "archive")
+    if report.revisions:
+        removed = f"{plural(len(report.revisions), 'revision')}, {removed}"
     if report.temporaries:
-        removed += f", {_count(len(report.temporaries), 'temporary file')}"
-    out_console.print(f"{verb} {removed}, {_count(report.freed_bytes, 'byte')}")
+        removed += f", {plural(len(report.temporaries), 'temporary file')}"
+    out_console.print(f"{verb} {removed}, {plural(report.freed_bytes, 'byte')}")
     young = [
-        _count(len(report.kept_young), "unreferenced archive") if report.kept_young else "",
-        _count(len(report.kept_young_temporaries), "temporary file")
+        plural(len(report.kept_young), "unreferenced archive") if report.kept_young else "",
+        plural(len(report.kept_young_temporaries), "temporary file")
         if report.kept_young_temporaries
         else "",
     ]
@@ -395,7 +334,7 @@ def gc(
 
 def _temporary(temporary: Temporary) -> str:
     """``<path> (<bytes> bytes, <age> old)`` of a leftover temporary file."""
-    size = _count(temporary.bytes, "byte")
+    size = plural(temporary.bytes, "byte")
     return f"{temporary.path} ({size}, {_age(temporary.age_seconds)} old)"
 
 
@@ -412,7 +351,6 @@ def register(app: typer.Typer) -> None:
     """Add the store commands to ``app``."""
     app.command()(publish)
     app.command()(ls)
-    app.command()(show)
     app.add_typer(taskset_app, name="taskset")
     app.command()(checkout)
     app.command()(fsck)
