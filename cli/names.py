@@ -37,8 +37,8 @@ def show(
     ref: Annotated[
         str,
         typer.Argument(
-            help="workspace/name[#digest] of a taskset or task, or a revision digest "
-            "(sha256:<hex>, a unique prefix of 8+ hex digits will do)."
+            help="A taskset or task reference (workspace/name, optionally #digest), or a "
+            "revision digest (sha256:<hex>; a unique prefix of 8+ hex digits will do)."
         ),
     ],
     long: LongOption = False,
@@ -97,7 +97,9 @@ def _print_field(key: str, value: Any, long: bool) -> None:
         out_console.print(shown(f"  {key}: {value}", long))
 
 
-NameArgument = Annotated[str, typer.Argument(help="[workspace/]name of a task or taskset.")]
+NameArgument = Annotated[
+    str, typer.Argument(help="A task or taskset name (workspace/name, or name in default).")
+]
 
 
 def log(
@@ -177,7 +179,7 @@ def rm(
 
 def rename(
     ctx: typer.Context,
-    old: Annotated[str, typer.Argument(help="[workspace/]name of a task or taskset.")],
+    old: Annotated[str, typer.Argument(help="A task or taskset name (workspace/name or name).")],
     new: Annotated[str, typer.Argument(help="Its new name (same workspace; must be free).")],
     kind: KindOption = None,
     json: JsonOption = False,

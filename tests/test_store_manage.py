@@ -176,7 +176,15 @@ def test_rename_keeps_the_history(tmp_path: Path, capsys) -> None:
     assert made["tasks"][0]["task"] == "default/b"
     code, done, _ = store_cli(capsys, store, "rename", "s", "t", "--json")
     assert done == {"kind": "taskset", "ref": "default/t", "was": "default/s", "revisions": 2}
-    assert len(store_cli(capsys, store, "ls", "tasksets", "--all", "--json")[1]) == 2
+    rows = store_cli(capsys, store, "ls", "tasksets", "--all", "--json")[1]
+    assert [(row["ref"], row["latest"]) for row in rows] == [
+        ("default/t", True),
+        ("default/t", False),
+    ]
+    assert rows[0]["created"] > rows[1]["created"] and rows[0]["revisions"] == 2
+    code, text, _ = store_cli(capsys, store, "ls", "tasksets", "--all")
+    assert [line.split("  ")[1] for line in text.splitlines()] == ["1 task", "1 task"]
+    assert text.splitlines()[0].endswith("  latest") and not text.splitlines()[1].endswith("latest")
     _fsck_clean(capsys, store)
 
 
