@@ -217,3 +217,42 @@ def test_store_text_lines_fit_100_columns(tmp_path: Path, capsys) -> None:
     assert [line.split("#")[1].split()[0] for line in whole] == [row["revision"] for row in tasks]
     shown = store_cli(capsys, store, "show", names[0], "--long")[1]
     assert f"address: {tasks[0]['address']}\n" in shown
+
+
+def test_a_real_collision_of_eight_digits(tmp_path: Path, capsys) -> None:
+    """Two real taskset revisions (one pin each, in workspaces found by a birthday search)
+    whose digests share their first 8 hex digits: ``show`` of those 8 is ambiguous, one
+    more digit tells them apart."""
+    from casstore.store.records import TasksetRevision
+
+    store = tmp_path / "store"
+    task = write_task(tmp_path / "src", "a")
+    revision = store_cli(capsys, store, "publish", str(task), "--json")[1][0]["revision"]
+    pins = [{"task": "default/a", "revision": revision}]
+    seen: dict[str, str] = {}
+    for number in range(2_000_000):
+        workspace = f"w{number}"
+        digest = TasksetRevision(workspace=workspace, tasks=pins).sealed().digest
+        if digest[:15] in seen:
+            break
+        seen[digest[:15]] = workspace
+    else:
+        raise AssertionError("no collision")  # 2**32 digits: ~77,000 tries expected
+    made = []
+    for name in (seen[digest[:15]], workspace):
+        code, result, _ = store_cli(
+            capsys, store, "taskset", "create", "t", "default/a", "-w", name, "--json"
+        )
+        assert code == 0
+        made.append(result["revision"])
+    assert made[0] != made[1] and made[0][:15] == made[1][:15] == digest[:15]
+    code, _, err = store_cli(capsys, store, "show", digest[:15])
+    listed = ", ".join(short(key) for key in sorted(made))
+    assert code == 2 and err == (
+        f"casstore: {digest[:15]}: ambiguous: 2 revisions start with it ({listed}); "
+        "give more digits\n"
+    )
+    common = next(n for n in range(15, 71) if made[0][n] != made[1][n])
+    for full in made:
+        code, shown, _ = store_cli(capsys, store, "show", full[: common + 1], "--json")
+        assert code == 0 and shown["revision"]["digest"] == full
