@@ -106,9 +106,11 @@ class Store:
     only publication creates one.
 
     ``tasks`` and ``tasksets`` give ``create``/``replace``/``get``/``list``; ``publish`` and
-    ``retry`` write archives; ``resolve``, ``revision``, ``checkout``, ``fsck`` and ``gc``
-    run the operations of their modules on this store. ``fsck`` checks the archives and
-    references only: ``casstore.fsck(store)`` checks the imported jobs too.
+    ``retry`` write archives; ``resolve``, ``revision`` (a task revision by digest or unique
+    prefix), ``revision_of`` (a task or taskset revision so), ``names_holding``,
+    ``checkout``, ``fsck`` and ``gc`` run the operations of their modules on this store.
+    ``fsck`` checks the archives and references only: ``casstore.fsck(store)`` checks the
+    imported jobs too.
     """
 
     def __init__(
