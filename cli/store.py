@@ -273,6 +273,8 @@ def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
             out_console.print(f"{problem['kind']}: {problem['ref']}: {problem['message']}")
         for orphan in report.orphans:
             out_console.print(f"orphan (info): {orphan}")
+        for ref in report.unreachable:
+            out_console.print(f"unreachable (info): {ref} (no name reaches it: gc removes it)")
         for temporary in report.temporaries:
             out_console.print(f"temporary (info): {_temporary(temporary)}")
         status = "ok" if report.ok else plural(len(report.problems), "problem")

@@ -112,7 +112,13 @@ def test_rm_then_gc_keeps_pinned_revisions(tmp_path: Path, capsys) -> None:
     new = _publish(capsys, store, task)
     code, done, _ = store_cli(capsys, store, "rm", "a", "--json")
     assert code == 0 and done == {"kind": "task", "ref": "default/a", "was": None, "revisions": 2}
-    assert _fsck_clean(capsys, store)["revisions"] == 2  # kept until gc
+    report = _fsck_clean(capsys, store)  # kept until gc, listed as information
+    assert report["revisions"] == 2 and report["unreachable"] == [f"revisions/{new['revision']}"]
+    code, text, _ = store_cli(capsys, store, "fsck")
+    assert (
+        f"unreachable (info): revisions/{new['revision']} (no name reaches it: gc removes it)"
+        in text
+    )
     code, _, err = store_cli(capsys, store, "show", "a")
     assert (code, err) == (2, "casstore: default/a: no taskset or task of that name\n")
     code, report, _ = store_cli(capsys, store, "gc", "--min-age", "0", "--json")
