@@ -61,12 +61,15 @@ if TYPE_CHECKING:
         fsck,
         gc,
         import_jobs,
+        log,
         open_store,
         pack,
         pack_into,
         publish,
+        rename,
         replace_taskset,
         rescore,
+        rm,
         verify,
         verify_each,
     )
@@ -81,7 +84,9 @@ if TYPE_CHECKING:
     from casstore.store.checkout import CheckoutResult
     from casstore.store.fsck import FsckReport
     from casstore.store.gc import GcReport
+    from casstore.store.history import NameLog
     from casstore.store.publish import PublishResult
+    from casstore.store.registrations import Registration
     from casstore.store.tasksets import TasksetResult
     from casstore.table.columns import RewardTable
     from casstore.trials.jobstore import Jobs
@@ -98,10 +103,12 @@ __all__ = [
     "JobRecord",
     "Jobs",
     "Limits",
+    "NameLog",
     "Outcome",
     "PackResult",
     "Progress",
     "PublishResult",
+    "Registration",
     "RewardTable",
     "ScoreReport",
     "Store",
@@ -117,12 +124,15 @@ __all__ = [
     "fsck",
     "gc",
     "import_jobs",
+    "log",
     "open_store",
     "pack",
     "pack_into",
     "publish",
+    "rename",
     "replace_taskset",
     "rescore",
+    "rm",
     "verify",
     "verify_each",
 ]
@@ -134,6 +144,8 @@ _HOMES = {
     "FsckReport": "casstore.store.fsck",
     "GcReport": "casstore.store.gc",
     "ImportReport": "casstore.trials.records",
+    "NameLog": "casstore.store.history",
+    "Registration": "casstore.store.registrations",
     "JobRecord": "casstore.trials.records",
     "Jobs": "casstore.trials.jobstore",
     "Limits": "casstore.archive.limits",

@@ -28,7 +28,11 @@ from casstore.store.checkout import CheckoutResult
 from casstore.store.core import check_store
 from casstore.store.fsck import FsckReport
 from casstore.store.gc import GcReport
+from casstore.store.history import NameLog
+from casstore.store.history import log as name_log
 from casstore.store.publish import PublishResult
+from casstore.store.registrations import Kind, Registration, remove
+from casstore.store.registrations import rename as rename_name
 from casstore.store.tasksets import TasksetResult
 from casstore.trials.check import check_jobs
 from casstore.trials.jobstore import Jobs
@@ -53,12 +57,15 @@ __all__ = [
     "fsck",
     "gc",
     "import_jobs",
+    "log",
     "open_store",
     "pack",
     "pack_into",
     "publish",
+    "rename",
     "replace_taskset",
     "rescore",
+    "rm",
     "verify",
     "verify_each",
 ]
@@ -287,3 +294,24 @@ def gc(store: Store, dry_run: bool = False, min_age: float = 60.0) -> GcReport:
     freed = report.freed_bytes + sum(orphan.size for orphan in orphans)
     data = [f"{orphan.db}/{orphan.key}" for orphan in orphans]
     return report.model_copy(update={"job_data": data, "freed_bytes": freed})
+
+
+def log(store: Store, name: str, kind: Kind | None = None) -> NameLog:
+    """The revision history of the taskset (tried first) or task ``name``, newest first,
+    with what changed from each revision to the next (``casstore log``; see
+    :mod:`casstore.store.history`); ``kind`` (``"task"``, ``"taskset"``) to choose."""
+    return name_log(check_store(store), arguments.text(name, "name"), kind)
+
+
+def rm(store: Store, name: str, kind: Kind | None = None) -> Registration:
+    """Remove the task or taskset name ``name`` (``casstore rm``); its revisions and archives
+    stay until :func:`gc`, which keeps those a named taskset pins."""
+    return remove(check_store(store), arguments.text(name, "name"), kind)
+
+
+def rename(store: Store, old: str, new: str, kind: Kind | None = None) -> Registration:
+    """Rename the task or taskset ``old`` to ``new`` in its workspace, its history kept
+    (``casstore rename``); refused when ``new`` is a name already."""
+    return rename_name(
+        check_store(store), arguments.text(old, "old"), arguments.text(new, "new"), kind
+    )

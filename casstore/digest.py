@@ -3,6 +3,12 @@
 An archive's *address* is the SHA-256 of its compressed bytes; a task's *content digest* is
 the BLAKE3 of its canonical uncompressed tar stream. Both are written ``<algorithm>:<64
 lowercase hex digits>``; anything else is refused.
+
+Where a command looks a stored digest up (a revision after ``NAME#``, ``show DIGEST``, a job
+id), a unique prefix of it will do, as in git (:class:`DigestPrefix`): at least
+:data:`MIN_PREFIX` hex digits, after ``sha256:``/``blake3:`` or bare where the algorithm is
+known. Human output prints :func:`short` digests (:data:`SHORT_HEX` hex digits, a prefix
+that can be typed back); ``--json`` and ``--long`` print them whole.
 """
 
 from __future__ import annotations
@@ -16,11 +22,35 @@ import blake3
 
 from casstore.errors import UsageError
 
-__all__ = ["Algorithm", "Digest", "Hasher", "new_hasher"]
+__all__ = [
+    "MIN_PREFIX",
+    "PREFIX_RULE",
+    "SHORT_HEX",
+    "Algorithm",
+    "Digest",
+    "DigestPrefix",
+    "Hasher",
+    "new_hasher",
+    "short",
+]
 
 Algorithm = Literal["sha256", "blake3"]
 _FORM = re.compile(r"(sha256|blake3):([0-9a-f]{64})")
 _HEX = re.compile(r"[0-9a-f]{64}")
+_PREFIX_FORM = re.compile(r"(?:(sha256|blake3):)?([0-9a-f]*)")
+_IN_TEXT = re.compile(r"\b((?:sha256|blake3):[0-9a-f]{%d})[0-9a-f]{%d}\b")
+_HEX_IN_PATH = re.compile(r"(?<=/)([0-9a-f]{%d})[0-9a-f]{%d}(?=/)")
+
+MIN_PREFIX = 8
+"""The fewest hex digits a digest prefix may have (32 bits: git's default is 7)."""
+SHORT_HEX = 12
+"""Hex digits of a digest in human output (:func:`short`): 48 bits, so that two digests of
+one store share them only past ~16 million revisions (birthday bound), and a line of ``ls``
+or ``publish`` fits 100 columns."""
+PREFIX_RULE = (
+    f"a digest prefix is at least {MIN_PREFIX} lowercase hex digits, "
+    "after an optional sha256: or blake3:"
+)
 
 
 class Hasher(Protocol):
@@ -50,6 +80,12 @@ class Digest:
         algorithm) or when ``algorithm`` is given and differs.
         """
         match = _FORM.fullmatch(text)
+        if match is None and _is_prefix(text):
+            raise UsageError(
+                None,
+                f"{text!r} is a digest prefix; the full digest is needed here: "
+                "sha256:<64 lowercase hex digits> or blake3:<64 lowercase hex digits>",
+            )
         if match is None:
             raise UsageError(
                 None,
@@ -81,6 +117,74 @@ class Digest:
 
     def __str__(self) -> str:
         return f"{self.algorithm}:{self.hex}"
+
+
+@dataclass(frozen=True, slots=True)
+class DigestPrefix:
+    """A digest, or the start of one, as a user types it to look a stored digest up:
+    ``algorithm`` (None: not given) and ``hex``, 8 to 64 lowercase hex digits."""
+
+    algorithm: Algorithm | None
+    hex: str
+
+    @classmethod
+    def parse(cls, text: str, algorithm: Algorithm | None = None) -> DigestPrefix:
+        """Parse ``[sha256:|blake3:]<8 to 64 lowercase hex digits>``; ``algorithm``, when
+        given, is the only one accepted, and a bare prefix is of it.
+
+        Raises :class:`UsageError` (naming ``text``) for fewer than :data:`MIN_PREFIX` hex
+        digits (saying :data:`PREFIX_RULE`), any other character, or another algorithm.
+        """
+        match = _PREFIX_FORM.fullmatch(text)
+        if match is None or not 0 < len(match.group(2)) <= 64:
+            raise UsageError(text, f"not a digest or digest prefix ({PREFIX_RULE})")
+        given, digits = match.group(1), match.group(2)
+        if len(digits) < MIN_PREFIX:
+            raise UsageError(text, f"too short ({PREFIX_RULE})")
+        if algorithm is not None and given not in (None, algorithm):
+            raise UsageError(text, f"not a {algorithm}: digest")
+        return cls(given or algorithm, digits)  # type: ignore[arg-type]
+
+    @staticmethod
+    def looks_like(text: str) -> bool:
+        """Whether ``text`` is written as a digest prefix would be (an algorithm, or hex
+        digits only), whatever its length: what :meth:`parse` should judge."""
+        match = _PREFIX_FORM.fullmatch(text)
+        return match is not None and bool(match.group(1) or match.group(2))
+
+    @property
+    def complete(self) -> bool:
+        """Whether this is a whole digest (64 hex digits and an algorithm)."""
+        return self.algorithm is not None and len(self.hex) == 64
+
+    def keys(self) -> list[str]:
+        """The starts of the keys it matches: ``<algorithm>:<hex>``, or both algorithms'
+        when none was given."""
+        algorithms = [self.algorithm] if self.algorithm else ["blake3", "sha256"]
+        return [f"{algorithm}:{self.hex}" for algorithm in algorithms]
+
+    def __str__(self) -> str:
+        return f"{self.algorithm}:{self.hex}" if self.algorithm else self.hex
+
+
+def _is_prefix(text: str) -> bool:
+    """Whether ``text`` is ``<algorithm>:`` and 1 to 63 lowercase hex digits."""
+    match = _PREFIX_FORM.fullmatch(text)
+    return match is not None and bool(match.group(1)) and 0 < len(match.group(2)) < 64
+
+
+def short(text: str | Digest, length: int = SHORT_HEX) -> str:
+    """``text`` with every whole digest in it cut to ``length`` hex digits
+    (``sha256:0d95ce9b87ae``: a prefix that can be typed back), and a 64-hex path component
+    (an archive reference's ``…/<address hex>/task_archive``) to ``length`` followed by
+    ``…`` (a path cut short is no path); anything else unchanged. The one form of human
+    output (``--long`` and ``--json`` print digests whole)."""
+    value = str(text)
+    if "sha256:" not in value and "blake3:" not in value and "/" not in value:
+        return value
+    rest = 64 - length
+    value = re.sub(_IN_TEXT.pattern % (length, rest), r"\1", value)
+    return re.sub(_HEX_IN_PATH.pattern % (length, rest), "\\1…", value)
 
 
 class _Hasher:

@@ -8,6 +8,7 @@ Hierarchy::
 
     CasstoreError
     ├── UsageError               bad input from the caller (missing path, bad option); CLI exit 2
+    │   └── AmbiguousPrefixError a digest prefix that several stored digests start with
     ├── CheckError               a check failed; CLI exit 1
     │   ├── UnsafePathError      absolute, ``..``, empty or non-UTF-8 names, duplicates, too deep
     │   ├── SymlinkError         absolute, escaping, dangling, cyclic or protected links
@@ -33,6 +34,7 @@ import os
 from pathlib import Path
 
 __all__ = [
+    "AmbiguousPrefixError",
     "CasstoreError",
     "CheckError",
     "CorruptArchiveError",
@@ -96,6 +98,23 @@ class UsageError(CasstoreError):
 
     kind = "usage"
     exit_code = 2
+
+
+class AmbiguousPrefixError(UsageError):
+    """A digest prefix that several stored digests start with: ``candidates`` holds the
+    first of them (at most :data:`SHOWN_CANDIDATES`, as the message lists them), ``count``
+    how many there are."""
+
+    kind = "ambiguous_prefix"
+    SHOWN_CANDIDATES = 10
+
+    def __init__(self, prefix: str, what: str, candidates: list[str], count: int) -> None:
+        self.candidates = candidates[: self.SHOWN_CANDIDATES]
+        self.count = count
+        more = count - len(self.candidates)
+        listed = ", ".join(self.candidates) + (f" and {more} more" if more > 0 else "")
+        rule = f"ambiguous: {count} {what} start with it ({listed}); give more digits"
+        super().__init__(prefix, rule)
 
 
 class CheckError(CasstoreError):

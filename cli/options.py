@@ -23,6 +23,7 @@ __all__ = [
     "GlobalOptions",
     "JsonOption",
     "LimitOption",
+    "LongOption",
     "decimal_option",
     "limits_from",
 ]
@@ -36,6 +37,12 @@ class GlobalOptions:
 
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print a JSON object on stdout.")]
+LongOption = Annotated[
+    bool,
+    typer.Option(
+        "--long", "-l", help="Print digests whole (text output cuts them to 12 hex digits)."
+    ),
+]
 
 
 def decimal_option(name: str, help: str) -> typer.models.OptionInfo:

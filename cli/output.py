@@ -35,6 +35,7 @@ __all__ = [
     "print_table",
     "printable_values",
     "progress_bar",
+    "shown",
 ]
 
 
@@ -77,6 +78,14 @@ err_console = cast(
     "Console", _LazyConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 )
 """The rich console of stderr."""
+
+
+def shown(text: object, long: bool = False) -> str:
+    """``text`` as human output prints it: its digests cut short
+    (:func:`casstore.digest.short`, 12 hex digits), or whole with ``--long``."""
+    from casstore.digest import short
+
+    return str(text) if long else short(str(text))
 
 
 def print_lines(lines: Iterable[str]) -> None:

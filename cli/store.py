@@ -1,4 +1,5 @@
-"""``casstore publish``, ``ls``, ``show``, ``taskset``, ``checkout``, ``fsck`` and ``gc``.
+"""``casstore publish``, ``ls``, ``taskset``, ``checkout``, ``fsck`` and ``gc`` (``show``,
+``log``, ``rm`` and ``rename``: :mod:`cli.names`).
 
 Exit status: 0 ok; 1 a failed check (fsck problems, an archive that fails verification) or a
 store refusal (name exists); 2 bad usage, including an unknown reference
@@ -19,19 +20,27 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from casstore.names import DEFAULT_FILESET, DEFAULT_WORKSPACE
-from cli.options import CompressionOption, DestArgument, GlobalOptions, JsonOption, decimal_option
-from cli.output import emit_json, empty_listing, out_console, print_lines, progress_bar
+from cli.options import (
+    CompressionOption,
+    DestArgument,
+    GlobalOptions,
+    JsonOption,
+    LongOption,
+    decimal_option,
+)
+from cli.output import emit_json, empty_listing, out_console, print_lines, progress_bar, shown
 
 if TYPE_CHECKING:
     from casstore.store import PublishResult, Store, TaskRevision, TasksetResult, TasksetRevision
     from casstore.store.fileset import Temporary
+    from casstore.store.records import NamedRecord, RevisionEntry
 
-__all__ = ["register"]
+__all__ = ["plural", "register", "store_of"]
 
 WorkspaceOption = Annotated[str, typer.Option("--workspace", "-w", help="Workspace of the names.")]
 
 
-def _store(ctx: typer.Context, create: bool = False) -> Store:
+def store_of(ctx: typer.Context, create: bool = False) -> Store:
     """The ``--store`` store; an existing one unless ``create`` (UsageError if missing)."""
     from casstore.store import Store  # here: for start-up time
 
@@ -39,7 +48,7 @@ def _store(ctx: typer.Context, create: bool = False) -> Store:
     return Store(options.store, create=create)
 
 
-def _count(n: int, noun: str) -> str:
+def plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
@@ -70,6 +79,7 @@ def publish(
         ),
     ] = False,
     compression: CompressionOption = "gzip",
+    long: LongOption = False,
     json: JsonOption = False,
 ) -> None:
     """Discover and publish tasks (one task or a dataset); identical content is reused."""
@@ -81,7 +91,7 @@ def publish(
         check_names(tasks, name, workspace, fileset, prefix, named)
     check_distinct([task for _, tasks, _ in datasets for task in tasks], name, workspace)
     published = []
-    with _store(ctx, create=True) as store, progress_bar("publish") as bar:
+    with store_of(ctx, create=True) as store, progress_bar("publish") as bar:
         bar.start(sum(len(tasks) for _, tasks, _ in datasets))
         for directory, tasks, named in datasets:
             results = api.publish(
@@ -104,18 +114,19 @@ def publish(
         emit_json(published_json(published) if recursive else plain)
         return
     for _, results, made in published:
-        _print_published(results, made)
+        _print_published(results, made, long)
 
 
-def _print_published(results: list[PublishResult], made: TasksetResult | None) -> None:
+def _print_published(results: list[PublishResult], made: TasksetResult | None, long: bool) -> None:
     """The lines of one published dataset: a line per task, then its taskset's, if any."""
     for r in results:
         state = "repaired" if r.repaired else "reused" if r.reused else "new"
-        out_console.print(f"{state:6} {r.workspace}/{r.name}#{r.revision}  {r.address}")
+        line = f"{state:6} {r.workspace}/{r.name}#{r.revision}  {r.address}"
+        out_console.print(shown(line, long))
     if made is not None:
-        count = _count(len(made.tasks), "task")
+        tasks = plural(len(made.tasks), "task")
         state = "reused" if made.reused else "new revision, pinning exactly these"
-        out_console.print(f"taskset {made.ref}#{made.revision}  {count} ({state})")
+        out_console.print(shown(f"taskset {made.ref}#{made.revision}  {tasks} ({state})", long))
 
 
 class Listing(StrEnum):
@@ -132,86 +143,66 @@ def ls(
     workspace: Annotated[
         str | None, typer.Option("--workspace", "-w", help="Only this workspace.")
     ] = None,
+    every: Annotated[
+        bool,
+        typer.Option(
+            "--all", "-a", help="Every revision of each name, newest first, with its time."
+        ),
+    ] = False,
+    long: LongOption = False,
     json: JsonOption = False,
 ) -> None:
-    """List tasks or tasksets with their latest revision, or imported Harbor jobs."""
+    """List tasks or tasksets with their latest revision (--all: every revision), or
+    imported Harbor jobs."""
     if what is Listing.jobs:
         from cli.jobs import ls_jobs
 
         return ls_jobs(ctx.obj, json)
-    with _store(ctx) as store:
-        rows: list[dict[str, Any]]
-        if what is Listing.tasks:
-            rows = [
-                {
-                    "ref": f"{record.workspace}/{record.name}",
-                    "id": revision.native_id,
-                    "revision": revision.digest,
-                    "address": revision.address,
-                    "revisions": len(record.history),
-                }
-                for record, revision in store.tasks.list(workspace)
-            ]
+    with store_of(ctx) as store:
+        names: Any = store.tasks if what is Listing.tasks else store.tasksets
+        if every:
+            listed = names.every_revision(workspace)
         else:
-            rows = [
-                {
-                    "ref": f"{record.workspace}/{record.name}",
-                    "revision": revision.digest,
-                    "tasks": len(revision.tasks),
-                    "revisions": len(record.history),
-                }
-                for record, revision in store.tasksets.list(workspace)
-            ]
+            listed = [(record, revision, None) for record, revision in names.list(workspace)]
+    rows = [_ls_row(record, revision, entry) for record, revision, entry in listed]
     if json:
         emit_json(rows)
         return
     if not rows:
         return empty_listing(what.value, ctx.obj)
-    print_lines(map(_ls_line, rows))
+    print_lines(shown(_ls_line(row, every), long) for row in rows)
 
 
-def _ls_line(row: dict[str, Any]) -> str:
-    detail = row["id"] if "id" in row else _count(row["tasks"], "task")
-    return f"{row['ref']}#{row['revision']}  {detail}"
+def _ls_row(
+    record: NamedRecord, revision: TaskRevision | TasksetRevision, entry: RevisionEntry | None
+) -> dict[str, Any]:
+    """One row of ``ls`` (``--json``): the name, the revision, what it holds; with ``--all``
+    (``entry``: the history entry) also when the revision became the name's latest
+    (``created``) and whether this entry is the latest (``latest``)."""
+    from casstore.store.records import TaskRevision  # the store is loaded: ``ls`` read it
+
+    row: dict[str, Any] = {"ref": f"{record.workspace}/{record.name}"}
+    if isinstance(revision, TaskRevision):
+        row |= {"id": revision.native_id, "revision": revision.digest}
+        row["address"] = revision.address
+    else:
+        row |= {"revision": revision.digest, "tasks": len(revision.tasks)}
+    row["revisions"] = len(record.history)
+    if entry is not None:
+        row |= {"created": entry.created, "latest": entry is record.history[-1]}
+    return row
 
 
-def show(
-    ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(help="workspace/name[#digest] of a taskset or task.")],
-    json: JsonOption = False,
-) -> None:
-    """Show a taskset (tried first) or task revision."""
-    with _store(ctx) as store:
-        kind, _ = store.resolve(ref)
-        revision: TaskRevision | TasksetRevision
-        if kind == "taskset":
-            record, revision = store.tasksets.get(ref)
-        else:
-            record, revision = store.tasks.get(ref)
-    payload = {
-        "kind": kind,
-        "ref": f"{record.workspace}/{record.name}",
-        "history": [entry.model_dump() for entry in record.history],
-        "revision": revision.model_dump(),
-    }
-    if json:
-        emit_json(payload)
-        return
-    out_console.print(f"{kind} {payload['ref']}#{revision.digest}")
-    for key, value in revision.model_dump(exclude={"digest"}).items():
-        if key == "tasks":
-            out_console.print(f"  tasks: {len(value)}")
-            for pin in value:
-                out_console.print(f"    {pin['task']}  {pin['revision']}")
-        elif key == "metrics":
-            out_console.print(f"  metrics: {', '.join(value)}")
-        elif key == "views":
-            import orjson
-
-            shown = orjson.dumps(value).decode() if value else "none"
-            out_console.print(f"  views: {shown}")
-        else:
-            out_console.print(f"  {key}: {value}")
+def _ls_line(row: dict[str, Any], every: bool) -> str:
+    """``<ref>#<revision>  <native id or task count>``; with ``--all`` the time the revision
+    became latest instead of the native id (a line fits 100 columns), and ``latest``."""
+    if not every:
+        detail = row["id"] if "id" in row else plural(row["tasks"], "task")
+        return f"{row['ref']}#{row['revision']}  {detail}"
+    when = row["created"][:19].replace("T", " ")
+    detail = "" if "id" in row else f"  {plural(row['tasks'], 'task')}"
+    latest = "  latest" if row["latest"] else ""
+    return f"{row['ref']}#{row['revision']}{detail}  {when}{latest}"
 
 
 taskset_app = typer.Typer(help="Create or replace tasksets (pinned task revisions).")
@@ -228,17 +219,18 @@ def _taskset_command(create: bool) -> Callable[..., None]:
         name: Annotated[str, typer.Argument(help="Taskset name.")],
         tasks: TasksArgument,
         workspace: WorkspaceOption = DEFAULT_WORKSPACE,
+        long: LongOption = False,
         json: JsonOption = False,
     ) -> None:
-        with _store(ctx) as store:
+        with store_of(ctx) as store:
             write = store.tasksets.create if create else store.tasksets.replace
             result = write(name, tasks, workspace)
         if json:
             emit_json(result.to_json())
             return
         state = "reused" if result.reused else "new"
-        count = _count(len(result.tasks), "task")
-        out_console.print(f"{state} {result.ref}#{result.revision}  {count}")
+        pinned = plural(len(result.tasks), "task")
+        out_console.print(shown(f"{state} {result.ref}#{result.revision}  {pinned}", long))
 
     return command
 
@@ -259,12 +251,12 @@ def checkout(
     json: JsonOption = False,
 ) -> None:
     """Verify, extract and validate every task of REF into DEST/<task dir>/."""
-    with _store(ctx) as store, progress_bar("checkout") as bar:
+    with store_of(ctx) as store, progress_bar("checkout") as bar:
         result = store.checkout(ref, dest, bar)
     if json:
         emit_json(result.model_dump())
         return
-    out_console.print(f"ok {_count(len(result.tasks), 'task')} → {result.dest}")
+    out_console.print(f"ok {plural(len(result.tasks), 'task')} → {result.dest}")
 
 
 def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
@@ -272,7 +264,7 @@ def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
     and evidence (never modifies); exit 1 on problems."""
     from casstore import api
 
-    with _store(ctx) as store, progress_bar("fsck") as bar:
+    with store_of(ctx) as store, progress_bar("fsck") as bar:
         report = api.fsck(store, bar)
     if json:
         emit_json(report.model_dump())
@@ -281,12 +273,14 @@ def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
             out_console.print(f"{problem['kind']}: {problem['ref']}: {problem['message']}")
         for orphan in report.orphans:
             out_console.print(f"orphan (info): {orphan}")
+        for ref in report.unreachable:
+            out_console.print(f"unreachable (info): {ref} (no name reaches it: gc removes it)")
         for temporary in report.temporaries:
             out_console.print(f"temporary (info): {_temporary(temporary)}")
-        status = "ok" if report.ok else _count(len(report.problems), "problem")
-        counts = f"{_count(report.revisions, 'revision')}, {_count(report.archives, 'archive')}"
+        status = "ok" if report.ok else plural(len(report.problems), "problem")
+        counts = f"{plural(report.revisions, 'revision')}, {plural(report.archives, 'archive')}"
         if jobs := report.count("jobs"):
-            counts += f", {_count(jobs, 'job')}, {_count(report.count('trials'), 'trial')}"
+            counts += f", {plural(jobs, 'job')}, {plural(report.count('trials'), 'trial')}"
         out_console.print(f"{status}: {counts}")
     if not report.ok:
         raise typer.Exit(1)
@@ -305,12 +299,16 @@ def gc(
     older than --min-age, and imported jobs' data no job record references."""
     from casstore import api
 
-    with _store(ctx) as store:
+    with store_of(ctx) as store:
         report = api.gc(store, dry_run=dry_run, min_age=min_age)
     if json:
         emit_json(report.model_dump())
         return
     verb = "would remove" if dry_run else "removed"
+    for ref in report.revisions:  # db/digest: shown as the revision's kind and digest
+        db, _, digest = ref.partition("/")
+        kind = "taskset revision" if db == "taskset_revisions" else "revision"
+        out_console.print(f"{verb} {kind} {digest}")
     for ref in report.removed:
         out_console.print(f"{verb} {ref}")
     for temporary in report.temporaries:
@@ -318,14 +316,16 @@ def gc(
     for ref in report.job_data:
         out_console.print(f"{verb} {ref}")
     if report.job_data:
-        out_console.print(f"{verb} {_count(len(report.job_data), 'orphaned job value')}")
-    removed = _count(len(report.removed), "archive")
+        out_console.print(f"{verb} {plural(len(report.job_data), 'orphaned job value')}")
+    removed = plural(len(report.removed), "archive")
+    if report.revisions:
+        removed = f"{plural(len(report.revisions), 'revision')}, {removed}"
     if report.temporaries:
-        removed += f", {_count(len(report.temporaries), 'temporary file')}"
-    out_console.print(f"{verb} {removed}, {_count(report.freed_bytes, 'byte')}")
+        removed += f", {plural(len(report.temporaries), 'temporary file')}"
+    out_console.print(f"{verb} {removed}, {plural(report.freed_bytes, 'byte')}")
     young = [
-        _count(len(report.kept_young), "unreferenced archive") if report.kept_young else "",
-        _count(len(report.kept_young_temporaries), "temporary file")
+        plural(len(report.kept_young), "unreferenced archive") if report.kept_young else "",
+        plural(len(report.kept_young_temporaries), "temporary file")
         if report.kept_young_temporaries
         else "",
     ]
@@ -336,7 +336,7 @@ def gc(
 
 def _temporary(temporary: Temporary) -> str:
     """``<path> (<bytes> bytes, <age> old)`` of a leftover temporary file."""
-    size = _count(temporary.bytes, "byte")
+    size = plural(temporary.bytes, "byte")
     return f"{temporary.path} ({size}, {_age(temporary.age_seconds)} old)"
 
 
@@ -353,7 +353,6 @@ def register(app: typer.Typer) -> None:
     """Add the store commands to ``app``."""
     app.command()(publish)
     app.command()(ls)
-    app.command()(show)
     app.add_typer(taskset_app, name="taskset")
     app.command()(checkout)
     app.command()(fsck)

@@ -229,7 +229,7 @@ def test_show_and_counts_are_readable(tmp_path: Path, capsys) -> None:
     code, text, _ = store_cli(capsys, store, "show", "one")
     lines = text.splitlines()
     assert code == 0 and "  tasks: 1" in lines
-    assert f"    default/a  {items[0]['revision']}" in lines
+    assert f"    default/a  {items[0]['revision'][:19]}" in lines  # 12 hex digits
     assert not any("[" in line or "{" in line for line in lines)
     code, text, _ = store_cli(capsys, store, "show", "a")
     assert "  metrics: reward, speed" in text.splitlines()

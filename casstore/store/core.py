@@ -22,7 +22,7 @@ from casstore.inputs import file_kind
 from casstore.lazy import DeferredMethod
 from casstore.store.fileset import Filesets
 from casstore.store.index import DEFAULT_MAP_SIZE, Index
-from casstore.store.lookup import resolve, revision
+from casstore.store.lookup import names_holding, resolve, revision, revision_of
 from casstore.store.tasks import Tasks
 from casstore.store.tasksets import Tasksets
 
@@ -106,9 +106,11 @@ class Store:
     only publication creates one.
 
     ``tasks`` and ``tasksets`` give ``create``/``replace``/``get``/``list``; ``publish`` and
-    ``retry`` write archives; ``resolve``, ``revision``, ``checkout``, ``fsck`` and ``gc``
-    run the operations of their modules on this store. ``fsck`` checks the archives and
-    references only: ``casstore.fsck(store)`` checks the imported jobs too.
+    ``retry`` write archives; ``resolve``, ``revision`` (a task revision by digest or unique
+    prefix), ``revision_of`` (a task or taskset revision so), ``names_holding``,
+    ``checkout``, ``fsck`` and ``gc`` run the operations of their modules on this store.
+    ``fsck`` checks the archives and references only: ``casstore.fsck(store)`` checks the
+    imported jobs too.
     """
 
     def __init__(
@@ -157,6 +159,8 @@ class Store:
     # (their signatures and docstrings are the methods'); the writing and checking ones are
     # imported on first use, for start-up time (README, "Start-up"): ``ls`` needs none.
     revision = revision
+    revision_of = revision_of
+    names_holding = names_holding
     resolve = resolve
     if TYPE_CHECKING:
         publish = publish

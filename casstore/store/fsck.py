@@ -11,7 +11,8 @@ that does not exist); of imported jobs (:mod:`casstore.trials.check`, passed in 
 one row per trial record), ``missing_evidence`` and ``corrupt_evidence`` (a pack not hashing to
 its digest, or without the trial's frame), and the ``orphan_*`` kinds of orphaned job data
 (:mod:`casstore.trials.orphans`). Information: ``orphans`` (archive files no revision
-references) and ``temporaries`` (leftovers of interrupted writes, with sizes and ages).
+references), ``unreachable`` (revisions no name reaches, after ``rm``: ``gc`` removes them)
+and ``temporaries`` (leftovers of interrupted writes, with sizes and ages).
 
 Each part runs in a read transaction of its own: LMDB ends a transaction that met a damaged
 page, and the rest is still checked. fsck never raises for damage.
@@ -30,6 +31,7 @@ from casstore.archive.read import verify_archive
 from casstore.errors import CheckError, CorruptStoreError
 from casstore.progress import NO_PROGRESS, Progress
 from casstore.store.fileset import Filesets, Temporary, in_archive
+from casstore.store.gc import unreachable
 from casstore.store.handle import StoreHandle
 from casstore.store.index import DATABASES, Index, Txn
 from casstore.store.lookup import stored_name, stored_revision
@@ -66,8 +68,9 @@ Check = Callable[[Txn], Checked]
 class FsckReport(BaseModel):
     """``ok`` (no problem), counts (``tasks``, ``tasksets``, ``revisions``, ``archives``, then
     each check's own, e.g. ``jobs`` and ``trials``), ``problems`` = ``[{"kind", "ref", "path",
-    "message"}]``, ``orphans`` (archive references) and ``temporaries`` (leftover temporary
-    files: ``{"path", "bytes", "age_seconds"}``, information like orphans)."""
+    "message"}]``, ``orphans`` (archive references), ``unreachable`` (``db/digest`` of the
+    revisions no name reaches) and ``temporaries`` (leftover temporary files: ``{"path",
+    "bytes", "age_seconds"}``), the last three information only."""
 
     model_config = ConfigDict(extra="allow")  # the checks' counts
 
@@ -79,6 +82,7 @@ class FsckReport(BaseModel):
     problems: list[dict[str, str | None]]
     orphans: list[str]
     temporaries: list[Temporary]
+    unreachable: list[str] = []
 
     def count(self, name: str) -> int:
         """A check's count (``"jobs"``, ``"trials"``), 0 when no check counted it."""
@@ -171,6 +175,10 @@ def fsck(
                 problems += [_problem(p.kind, p.ref, None, p.message) for p in checked.problems]
     archives = _check_archives(filesets, snap["revisions"], progress)
     problems += archives.problems
+    unreached: list[str] = []
+    if not problems:  # every record read: the reachable ones are known (never raises)
+        reach, problems = _guarded(index, unreachable)
+        unreached = reach[1] if reach is not None else []
     return FsckReport(
         ok=not problems,
         tasks=len(snap["tasks"]),
@@ -180,6 +188,7 @@ def fsck(
         problems=problems,
         orphans=sorted(set(archives.on_disk) - archives.referenced),
         temporaries=filesets.temporaries(),
+        unreachable=unreached,
         **counts,
     )
 

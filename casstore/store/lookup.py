@@ -14,15 +14,19 @@ A name or digest not found is confirmed before it is reported unknown
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
-from casstore.errors import CorruptStoreError, UnknownReferenceError, unknown_reference
+from casstore.digest import DigestPrefix
+from casstore.errors import CorruptStoreError, unknown_reference
 from casstore.names import check_name
 from casstore.store.handle import StoreHandle
 from casstore.store.index import Txn
+from casstore.store.prefixes import matching, unique
 from casstore.store.records import (
     NamedRecord,
     Reference,
+    RevisionEntry,
     TaskRevision,
     TasksetRevision,
     checked_name,
@@ -33,12 +37,15 @@ from casstore.store.values import decode
 __all__ = [
     "Names",
     "confirm_absent",
+    "find_revision",
     "latest_revision",
+    "names_holding",
     "pick",
     "read_name",
     "read_revision",
     "resolve",
     "revision",
+    "revision_of",
     "stored_name",
     "stored_revision",
 ]
@@ -102,9 +109,27 @@ def pick(txn: Txn, names_db: str, revisions_db: str, ref: Reference) -> tuple[Na
         confirm_absent(txn, names_db)
         raise unknown_reference(str(ref), kind)
     digest = ref.digest or record.latest
-    if ref.digest is not None and not record.has(ref.digest):
-        raise UnknownReferenceError(str(ref), f"no such revision of that {kind}")
+    if ref.digest is not None and not ref.exact:
+        digest = _revision_of(txn, record, revisions_db, ref, kind)
+    if not record.has(digest):
+        raise unknown_reference(str(ref), f"{kind} revision", "digest")
     return record, read_revision(txn, revisions_db, digest, f"{names_db}/{ref.key}")
+
+
+def _revision_of(
+    txn: Txn, record: NamedRecord, revisions_db: str, ref: Reference, kind: str
+) -> str:
+    """The one revision of ``record`` whose digest starts with the prefix ``ref`` gives
+    (:mod:`casstore.store.prefixes`: a range scan of ``revisions_db``, kept to the name's
+    history); AmbiguousPrefixError when several do. A history entry the scan did not find is
+    returned as it is (:func:`read_revision` then reports it missing)."""
+    assert ref.digest is not None
+    history = {entry.digest for entry in record.history}
+    found = unique(ref.digest, matching(txn, [revisions_db], [ref.digest], history), "revisions")
+    if found is not None:
+        return found[1]
+    dangling = sorted(digest for digest in history if digest.startswith(ref.digest))
+    return dangling[0] if dangling else ref.digest
 
 
 def latest_revision(txn: Txn, key: str) -> TaskRevision | None:
@@ -116,19 +141,52 @@ def latest_revision(txn: Txn, key: str) -> TaskRevision | None:
 
 
 def revision(store: StoreHandle, digest: str) -> TaskRevision:
-    """The task revision of ``digest`` in ``store``; UnknownReferenceError if absent
-    (confirmed: :func:`confirm_absent`)."""
+    """The task revision of ``digest`` (whole, or a unique prefix of at least 8 hex digits,
+    ``sha256:`` optional) in ``store``; UnknownReferenceError if absent (confirmed:
+    :func:`confirm_absent`), AmbiguousPrefixError when several start with the prefix."""
+    return find_revision(store, digest, ("revisions",))[2]
 
-    def body(txn: Txn) -> Any:
-        raw = txn.get("revisions", digest)
-        if raw is None:
-            confirm_absent(txn, "revisions")
-        return raw
 
-    raw = store.index.read(body)
-    if raw is None:
-        raise UnknownReferenceError(digest, "no task revision with that digest")
-    return stored_revision("revisions", digest, raw)
+def find_revision(store: StoreHandle, digest: str, dbs: tuple[str, ...]) -> tuple[str, str, Any]:
+    """``(db, digest, revision)`` of the revision of ``dbs`` (``revisions``,
+    ``taskset_revisions``) whose digest is ``digest`` or starts with it (a unique prefix:
+    :mod:`casstore.store.prefixes`). UnknownReferenceError when there is none (confirmed:
+    :func:`confirm_absent`), AmbiguousPrefixError when several, UsageError when ``digest``
+    is neither a digest nor a prefix of one."""
+    prefix = DigestPrefix.parse(digest, "sha256")
+    what = "task revision" if dbs == ("revisions",) else "taskset or task revision"
+
+    def body(txn: Txn) -> tuple[str, str, Any]:
+        if prefix.complete:
+            candidates = [(db, str(prefix)) for db in dbs if txn.has(db, str(prefix))]
+        else:
+            candidates = matching(txn, dbs, prefix.keys())
+        found = unique(str(prefix), candidates, "revisions")
+        if found is None:
+            for db in dbs:
+                confirm_absent(txn, db)
+            raise unknown_reference(str(prefix), what, "digest")
+        db, key = found
+        return db, key, read_revision(txn, db, key, str(prefix))
+
+    return store.index.read(body)
+
+
+def revision_of(store: StoreHandle, digest: str) -> tuple[str, str, Any]:
+    """``(db, digest, revision)`` of the taskset or task revision whose digest is ``digest``
+    or starts with it (``show DIGEST``; see :func:`find_revision`)."""
+    return find_revision(store, digest, ("taskset_revisions", "revisions"))
+
+
+def names_holding(store: StoreHandle, kind: str, digest: str) -> list[str]:
+    """The ``workspace/name`` of every ``kind`` (``task`` or ``taskset``) name whose history
+    holds the revision ``digest``, sorted (a walk of the names: for ``show DIGEST``)."""
+    db = "tasks" if kind == "task" else "tasksets"
+
+    def body(txn: Txn) -> list[str]:
+        return [key for key, raw in txn.items(db) if stored_name(db, key, raw).has(digest)]
+
+    return store.index.read(body)
 
 
 def resolve(store: StoreHandle, ref: str) -> tuple[str, list[tuple[str, TaskRevision]]]:
@@ -186,16 +244,31 @@ class Names[R: (TaskRevision, TasksetRevision)]:
 
     def list(self, workspace: str | None = None) -> list[tuple[NamedRecord, R]]:
         """Every name (optionally of one workspace) with its latest revision, sorted."""
+        return [(record, found) for record, found, _ in self._entries(workspace, every=False)]
+
+    def every_revision(
+        self, workspace: str | None = None
+    ) -> builtins.list[tuple[NamedRecord, R, RevisionEntry]]:
+        """Every entry of every name's history (optionally of one workspace) with its
+        revision: names sorted, each name's entries newest first (``ls --all``)."""
+        return self._entries(workspace, every=True)
+
+    def _entries(
+        self, workspace: str | None, every: bool
+    ) -> builtins.list[tuple[NamedRecord, R, RevisionEntry]]:
+        """``(name record, revision, history entry)`` of each name (of ``workspace``), its
+        latest entry or (``every``) all of them newest first."""
         prefix = f"{check_name(workspace)}/" if workspace else ""
 
-        def body(txn: Txn) -> list[tuple[NamedRecord, R]]:
+        def body(txn: Txn) -> builtins.list[tuple[NamedRecord, R, RevisionEntry]]:
             rows = []
             for key, raw in txn.items(self._names_db, prefix):
                 record = stored_name(self._names_db, key, raw)
-                latest = read_revision(
-                    txn, self._revisions_db, record.latest, f"{self._names_db}/{key}"
-                )
-                rows.append((record, latest))
+                named_by = f"{self._names_db}/{key}"
+                entries = reversed(record.history) if every else record.history[-1:]
+                for entry in entries:
+                    found = read_revision(txn, self._revisions_db, entry.digest, named_by)
+                    rows.append((record, found, entry))
             return rows
 
         return self._store.index.read(body)

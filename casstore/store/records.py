@@ -2,7 +2,8 @@
 
 A revision's digest is ``sha256:`` of the canonical msgpack encoding (maps with sorted keys)
 of its content fields; the creation time is stored beside it and is not part of the digest.
-References: ``workspace/name`` (latest revision) and ``workspace/name#<full digest>``.
+References: ``workspace/name`` (latest revision) and ``workspace/name#<digest>`` (a digest or a
+unique prefix of one, ``sha256:`` optional: :class:`~casstore.digest.DigestPrefix`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import msgpack
 from pydantic import BaseModel, ConfigDict
 
-from casstore.digest import Digest
+from casstore.digest import Digest, DigestPrefix
 from casstore.names import DEFAULT_WORKSPACE, check_name
 
 __all__ = [
@@ -139,7 +140,8 @@ class NamedRecord(BaseModel):
 
 
 class Reference(BaseModel):
-    """A parsed reference: ``workspace``, ``name`` and an optional full revision ``digest``."""
+    """A parsed reference: ``workspace``, ``name`` and an optional revision ``digest``
+    (``sha256:<hex>``, whole or the prefix given: :attr:`exact` tells)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -149,7 +151,9 @@ class Reference(BaseModel):
 
     @classmethod
     def parse(cls, text: str, default_workspace: str = DEFAULT_WORKSPACE) -> Reference:
-        """Parse ``[workspace/]name[#sha256:<hex>]``; raises :class:`UsageError` if malformed."""
+        """Parse ``[workspace/]name[#[sha256:]<hex>]``, the hex whole or a prefix of at least
+        8 digits; raises :class:`UsageError` if malformed (a prefix too short says the
+        rule)."""
         path, sep, digest = text.partition("#")
         workspace, slash, name = path.rpartition("/")
         if not slash:
@@ -157,8 +161,13 @@ class Reference(BaseModel):
         check_name(workspace)
         check_name(name)
         if sep:
-            Digest.parse(digest, "sha256")
+            digest = str(DigestPrefix.parse(digest, "sha256"))
         return cls(workspace=workspace, name=name, digest=digest if sep else None)
+
+    @property
+    def exact(self) -> bool:
+        """Whether :attr:`digest` is a whole digest (not a prefix to look up)."""
+        return self.digest is not None and Digest.is_digest(self.digest)
 
     @property
     def key(self) -> str:

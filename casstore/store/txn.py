@@ -121,6 +121,15 @@ class Txn:
         for key, raw in self._walk(db, prefix, values=True):
             yield key, cast(bytes, raw)
 
+    def keys(self, db: str, prefix: str) -> Iterator[str]:
+        """The keys of ``db`` that start with ``prefix`` (not empty), in order: a cursor set
+        at ``prefix`` (``set_range``), moved on while keys start with it; no value copied,
+        the rest of the database never read."""
+        if not prefix:
+            raise ValueError("a range scan needs a prefix")
+        for key, _ in self._walk(db, prefix, values=False):
+            yield key.decode()
+
     def walk(self, db: str) -> int:
         """Walk every key of ``db`` (no value copied), checked as :meth:`_walk` checks: the
         number of entries, or CorruptStoreError."""

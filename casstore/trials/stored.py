@@ -25,8 +25,10 @@ does not decode or validate (or a reward table one of whose column CRC-32s fails
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from casstore.digest import DigestPrefix
 from casstore.errors import (
     CorruptStoreError,
     UnknownReferenceError,
@@ -35,6 +37,7 @@ from casstore.errors import (
     unknown_reference,
 )
 from casstore.store.index import Index, Txn
+from casstore.store.prefixes import matching, unique
 from casstore.store.values import decode
 from casstore.table.columns import RewardTable
 from casstore.trials.packs import job_packs, older_trials, sort_by_trial_name
@@ -136,8 +139,10 @@ def jobs(index: Index) -> list[JobRecord]:
 
 def job_record(index: Index, job: str) -> JobRecord:
     """The job with id or name ``job``, else the one whose ``aliases`` hold it (a job adopted
-    under another id). UnknownReferenceError if none (or a name is shared by several jobs:
-    use the id); CorruptStoreError when a job record it reads is damaged."""
+    under another id), else the one whose id starts with ``job`` (a unique prefix of at
+    least 8 hex digits: :func:`_id_starts`; AmbiguousPrefixError when several do).
+    UnknownReferenceError if none (or a name is shared by several jobs: use the id);
+    CorruptStoreError when a job record it reads is damaged."""
 
     if not is_text(job):
         raise unknown_reference(printable(job), "imported job", "id or name")
@@ -153,9 +158,28 @@ def job_record(index: Index, job: str) -> JobRecord:
                 return stored_job(*named[0])
             if named:
                 raise UnknownReferenceError(job, f"{len(named)} jobs have that name; use the id")
+        found = unique(job, matching(txn, ["jobs"], _id_starts(job)), "imported jobs")
+        if found is not None:
+            return stored_job(found[1], txn.get("jobs", found[1]))
         raise unknown_reference(job, "imported job", "id or name")
 
     return index.read(body)
+
+
+_ID_PREFIX = re.compile(r"[0-9a-f]{8}[0-9a-f-]*")
+"""The start of a Harbor job id (a UUID), as a prefix of it may be given."""
+
+
+def _id_starts(job: str) -> list[str]:
+    """What the job ids ``job`` is a prefix of start with (README, "Digests"): a digest
+    prefix (``sha256:`` and 8+ hex digits: UsageError saying the rule when shorter), or 8+
+    hex digits (dashes after them) of a UUID or, bare, of a digest id; none otherwise (a
+    name that matched nothing)."""
+    if job.startswith(("sha256:", "blake3:")):
+        return DigestPrefix.parse(job, "sha256").keys()
+    if not _ID_PREFIX.fullmatch(job):
+        return []
+    return [job] if "-" in job else [job, *DigestPrefix.parse(job, "sha256").keys()]
 
 
 def _names(job_id: str, raw: Any, field: str, job: str) -> bool:
