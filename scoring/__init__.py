@@ -24,13 +24,14 @@ if TYPE_CHECKING:
     from scoring._harbor_metrics import harbor_metric
     from scoring._harbor_pass_at_k import harbor_pass_at_k
     from scoring._harbor_rewards import HarborRewards
+    from scoring._interval import Interval, Scale, ci95
     from scoring._mean import OutputStats, output_stats
     from scoring._metric_script import run_metric_script
     from scoring._options import MAX_K, MAX_METRIC_TIMEOUT, check_options, k_refused
     from scoring._partials import Partials
     from scoring._pass_at_k import PassAtK, default_ks, pass_at_k, pass_hat_k
     from scoring._rules import STATUS_NAMES, Attempts, Code, Diagnostics, Status, apply_rules
-    from scoring._stderr import ci95, clt_stderr, cluster_mean_stderr
+    from scoring._stderr import clt_stderr, cluster_mean_stderr
     from scoring._views import Signal, View, evaluate_views, load_views, parse_views
     from scoring.report import SCHEMA, ScoreReport, count_attempts
 
@@ -50,12 +51,14 @@ __all__ = [
     "Diagnostics",
     "Flag",
     "HarborRewards",
+    "Interval",
     "Kind",
     "MetricScriptError",
     "OutputStats",
     "Partials",
     "PassAtK",
     "RewardTable",
+    "Scale",
     "ScoreReport",
     "ScoringError",
     "Signal",
@@ -117,7 +120,9 @@ _HOMES = {
     "Diagnostics": "scoring._rules",
     "Status": "scoring._rules",
     "apply_rules": "scoring._rules",
-    "ci95": "scoring._stderr",
+    "Interval": "scoring._interval",
+    "Scale": "scoring._interval",
+    "ci95": "scoring._interval",
     "clt_stderr": "scoring._stderr",
     "cluster_mean_stderr": "scoring._stderr",
     "Signal": "scoring._views",
