@@ -55,6 +55,7 @@ from casstore.lazy import load_name
 if TYPE_CHECKING:
     from casstore.api import (
         checkout,
+        compare,
         create_taskset,
         discover_tasks,
         extract,
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
     from casstore.archive.limits import Limits
     from casstore.archive.pack import PackResult
     from casstore.archive.read import VerifyResult
+    from casstore.comparison.api import Comparison
     from casstore.errors import CasstoreError
     from casstore.progress import Progress
     from casstore.store import Store
@@ -91,6 +93,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CasstoreError",
     "CheckoutResult",
+    "Comparison",
     "DiscoveredTask",
     "FsckReport",
     "GcReport",
@@ -111,6 +114,7 @@ __all__ = [
     "VerifyResult",
     "View",
     "checkout",
+    "compare",
     "create_taskset",
     "discover_tasks",
     "extract",
@@ -130,6 +134,7 @@ __all__ = [
 _HOMES = {
     "CasstoreError": "casstore.errors",
     "CheckoutResult": "casstore.store.checkout",
+    "Comparison": "casstore.comparison.api",
     "DiscoveredTask": "casstore.archive.discover",
     "FsckReport": "casstore.store.fsck",
     "GcReport": "casstore.store.gc",

@@ -19,6 +19,7 @@ from casstore.archive.formats import output_compression
 from casstore.archive.limits import Limits
 from casstore.archive.pack import PackResult, pack_tree
 from casstore.archive.read import VerifyResult, extract_archive, verify_archive
+from casstore.comparison.api import compare
 from casstore.digest import Digest
 from casstore.errors import UsageError
 from casstore.progress import NO_PROGRESS, Progress
@@ -47,6 +48,7 @@ from scoring import (
 
 __all__ = [
     "checkout",
+    "compare",
     "create_taskset",
     "discover_tasks",
     "extract",

@@ -64,14 +64,14 @@ from scoring._defaults import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, GROUP_FI
 if TYPE_CHECKING:
     from scoring import ScoreReport
 
-__all__ = ["counts_text", "print_report", "register"]
+__all__ = ["counts_text", "parse_ks", "print_report", "register"]
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 """A k as ``--k`` takes it: ASCII digits only."""
 
 
-def _parse_ks(text: str | None) -> list[int] | None:
+def parse_ks(text: str | None) -> list[int] | None:
     """``--k`` text → integers (each >= 1 is :func:`scoring.check_options`'s rule)."""
     if text is None:
         return None
@@ -324,7 +324,7 @@ def rescore(
     from scoring import check_options
 
     options: GlobalOptions = ctx.obj
-    ks = _parse_ks(k)
+    ks = parse_ks(k)
     metrics = metric or ["mean"]
     # the option values' rules (scoring's), checked before --group-by is parsed
     check_options(ks=ks, threshold=threshold, metrics=metrics, metric_timeout=metric_timeout)

@@ -18,6 +18,7 @@ from casstore.lazy import load_name
 
 if TYPE_CHECKING:
     from casstore.table.columns import Flag, Kind, RewardTable, harbor_evals_key
+    from scoring._bootstrap import PassAtKDifference, pass_at_k_difference
     from scoring._defaults import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, GROUP_FIELDS
     from scoring._engine import score, summarize
     from scoring._errors import MetricScriptError, ScoringError
@@ -25,9 +26,11 @@ if TYPE_CHECKING:
     from scoring._harbor_pass_at_k import harbor_pass_at_k
     from scoring._harbor_rewards import HarborRewards
     from scoring._interval import Interval, Scale, ci95
+    from scoring._mcnemar import McNemar, mcnemar_exact
     from scoring._mean import OutputStats, output_stats
     from scoring._metric_script import run_metric_script
     from scoring._options import MAX_K, MAX_METRIC_TIMEOUT, check_options, k_refused
+    from scoring._paired import PairedDifference, paired_difference
     from scoring._partials import Partials
     from scoring._pass_at_k import PassAtK, default_ks, pass_at_k, pass_hat_k
     from scoring._rules import STATUS_NAMES, Attempts, Code, Diagnostics, Status, apply_rules
@@ -53,10 +56,13 @@ __all__ = [
     "HarborRewards",
     "Interval",
     "Kind",
+    "McNemar",
     "MetricScriptError",
     "OutputStats",
+    "PairedDifference",
     "Partials",
     "PassAtK",
+    "PassAtKDifference",
     "RewardTable",
     "Scale",
     "ScoreReport",
@@ -77,9 +83,12 @@ __all__ = [
     "harbor_pass_at_k",
     "k_refused",
     "load_views",
+    "mcnemar_exact",
     "output_stats",
+    "paired_difference",
     "parse_views",
     "pass_at_k",
+    "pass_at_k_difference",
     "pass_hat_k",
     "run_metric_script",
     "score",
@@ -94,6 +103,12 @@ _HOMES = {
     "DEFAULT_GROUP_BY": "scoring._defaults",
     "DEFAULT_METRIC_TIMEOUT": "scoring._defaults",
     "GROUP_FIELDS": "scoring._defaults",
+    "PassAtKDifference": "scoring._bootstrap",
+    "pass_at_k_difference": "scoring._bootstrap",
+    "McNemar": "scoring._mcnemar",
+    "mcnemar_exact": "scoring._mcnemar",
+    "PairedDifference": "scoring._paired",
+    "paired_difference": "scoring._paired",
     "score": "scoring._engine",
     "summarize": "scoring._engine",
     "MetricScriptError": "scoring._errors",

@@ -133,20 +133,8 @@ def summarize(
     ks = check_ks(ks) if ks is not None else default_ks(int(attempts.max()) if attempts.size else 0)
     group_args = (partials, group_fields, per_cell, task_of, expected, outputs, ks)
     pending = pool.submit(_quiet, lambda: _groups(*group_args)) if pool is not None else None
-    overall = Block(
-        **_block(
-            attempts,
-            successes,
-            status,
-            errors,
-            measured,
-            sums,
-            expected,
-            outputs,
-            ks,
-            partials.scales,
-        )
-    )
+    totals = (attempts, successes, status, errors, measured, sums)
+    overall = Block(**_block(*totals, expected, outputs, ks, partials.scales))
     tasks = TaskTable(
         names=partials.labels["task"],
         outputs=outputs,

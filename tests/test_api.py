@@ -25,6 +25,7 @@ SIMPLE = FIXTURES / "tasks" / "harbor-cookbook" / "simple-task"
 API = [
     "CasstoreError",
     "CheckoutResult",
+    "Comparison",
     "DiscoveredTask",
     "FsckReport",
     "GcReport",
@@ -45,6 +46,7 @@ API = [
     "VerifyResult",
     "View",
     "checkout",
+    "compare",
     "create_taskset",
     "discover_tasks",
     "extract",
