@@ -70,6 +70,7 @@ if TYPE_CHECKING:
         rescore,
         verify,
         verify_each,
+        write_report,
     )
     from casstore.archive.batch import Outcome
     from casstore.archive.discover import DiscoveredTask, TaskCollection
@@ -79,6 +80,7 @@ if TYPE_CHECKING:
     from casstore.comparison.api import Comparison
     from casstore.errors import CasstoreError
     from casstore.progress import Progress
+    from casstore.report.api import ReportResult
     from casstore.store import Store
     from casstore.store.checkout import CheckoutResult
     from casstore.store.fsck import FsckReport
@@ -105,6 +107,7 @@ __all__ = [
     "PackResult",
     "Progress",
     "PublishResult",
+    "ReportResult",
     "RewardTable",
     "ScoreReport",
     "Store",
@@ -129,6 +132,7 @@ __all__ = [
     "rescore",
     "verify",
     "verify_each",
+    "write_report",
 ]
 
 _HOMES = {
@@ -146,6 +150,7 @@ _HOMES = {
     "PackResult": "casstore.archive.pack",
     "Progress": "casstore.progress",
     "PublishResult": "casstore.store.publish",
+    "ReportResult": "casstore.report.api",
     "RewardTable": "casstore.table.columns",
     "ScoreReport": "scoring",
     "Store": "casstore.store",

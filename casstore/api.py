@@ -23,6 +23,7 @@ from casstore.comparison.api import compare
 from casstore.digest import Digest
 from casstore.errors import UsageError
 from casstore.progress import NO_PROGRESS, Progress
+from casstore.report.api import write_report
 from casstore.sources import StoreArgument, check_taskset, load_sources, taskset_views
 from casstore.store import DEFAULT_WORKSPACE, Store
 from casstore.store.checkout import CheckoutResult
@@ -63,6 +64,7 @@ __all__ = [
     "rescore",
     "verify",
     "verify_each",
+    "write_report",
 ]
 
 

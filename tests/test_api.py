@@ -37,6 +37,7 @@ API = [
     "PackResult",
     "Progress",
     "PublishResult",
+    "ReportResult",
     "RewardTable",
     "ScoreReport",
     "Store",
@@ -61,6 +62,7 @@ API = [
     "rescore",
     "verify",
     "verify_each",
+    "write_report",
 ]
 
 

@@ -9,6 +9,7 @@ left out of every statistic, never silently.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,11 +32,19 @@ class Side:
     scale: Scale
 
 
-def side_of(table: RewardTable, threshold: float = 1.0, reward_key: str | None = None) -> Side:
-    """Score ``table`` (no Harbor parity, no groups; ``reward_key``, when given, must be the
-    table's: :func:`scoring.score`) and keep its per-task arrays."""
+def side_of(
+    table: RewardTable,
+    threshold: float = 1.0,
+    reward_key: str | None = None,
+    *,
+    group_by: Sequence[str] = (),
+    ks: Sequence[int] | None = (1,),
+) -> Side:
+    """Score ``table`` (no Harbor parity; ``reward_key``, when given, must be the table's:
+    :func:`scoring.score`; by default no groups and pass@1 only) and keep its per-task
+    arrays."""
     report = score(
-        table, reward_key=reward_key, threshold=threshold, group_by=(), ks=[1], harbor=False
+        table, reward_key=reward_key, threshold=threshold, group_by=group_by, ks=ks, harbor=False
     )
     tasks = report.tasks
     means = tasks.means()[:, 0] if len(tasks.names) else np.zeros(0)
