@@ -57,9 +57,21 @@ class PassAtKDifference:
 
 
 def _profiles(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of the int columns (``[P, 4]``) and how many tasks hold each."""
+    """The distinct rows of the non-negative int columns (``[P, 4]``) and how many tasks hold
+    each: one int64 code per task (mixed radix) when the columns' ranges allow, so that one
+    1-D ``np.unique`` does it (a row-wise unique sorts ~10x slower)."""
     stacked = np.stack([np.asarray(c, dtype=np.int64) for c in columns], axis=1)
-    profiles, counts = np.unique(stacked, axis=0, return_counts=True)
+    sizes = [int(column.max(initial=0)) + 1 for column in stacked.T]
+    if float(np.prod(np.array(sizes, dtype=np.float64))) >= 2.0**62:
+        profiles, counts = np.unique(stacked, axis=0, return_counts=True)
+        return profiles, counts
+    code = np.zeros(stacked.shape[0], dtype=np.int64)
+    for j, size in enumerate(sizes):
+        code = code * size + stacked[:, j]
+    distinct, counts = np.unique(code, return_counts=True)
+    profiles = np.empty((distinct.size, len(sizes)), dtype=np.int64)
+    for j in range(len(sizes) - 1, -1, -1):
+        distinct, profiles[:, j] = np.divmod(distinct, sizes[j])
     return profiles, counts
 
 

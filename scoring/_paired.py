@@ -107,7 +107,8 @@ def _correlation(a: np.ndarray, b: np.ndarray) -> float | None:
     if a.size < 2:
         return None
     x, y = a - a.mean(), b - b.mean()
-    sxx, syy = float(np.dot(x, x)), float(np.dot(y, y))
+    # sums, not np.dot: no BLAS threads for 1-D arrays (as scoring._stderr)
+    sxx, syy = float(np.square(x).sum()), float(np.square(y).sum())
     if sxx == 0.0 or syy == 0.0:
         return None
-    return max(-1.0, min(1.0, float(np.dot(x, y)) / math.sqrt(sxx * syy)))
+    return max(-1.0, min(1.0, float((x * y).sum()) / math.sqrt(sxx * syy)))

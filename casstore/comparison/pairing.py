@@ -66,17 +66,18 @@ class Pairing:
 
 def pair(a: Side, b: Side) -> Pairing:
     """Match the tasks of ``a`` and ``b`` by name (sorted)."""
-    names_a = np.array(a.names, dtype=object)
-    names_b = np.array(b.names, dtype=object)
-    common, index_a, index_b = np.intersect1d(names_a, names_b, return_indices=True)
+    position_b = {name: i for i, name in enumerate(b.names)}
+    common = sorted(name for name in a.names if name in position_b)
+    position_a = {name: i for i, name in enumerate(a.names)}
+    index_a = np.array([position_a[name] for name in common], dtype=np.int64)
+    index_b = np.array([position_b[name] for name in common], dtype=np.int64)
     usable = (a.attempts[index_a] > 0) & (b.attempts[index_b] > 0)
-    only_a = sorted(set(a.names) - set(b.names))
-    only_b = sorted(set(b.names) - set(a.names))
+    kept = np.flatnonzero(usable).tolist()
     return Pairing(
-        names=[str(name) for name in common[usable]],
+        names=[common[i] for i in kept],
         index_a=index_a[usable],
         index_b=index_b[usable],
-        only_in_a=only_a,
-        only_in_b=only_b,
-        no_valid_attempt=[str(name) for name in common[~usable]],
+        only_in_a=sorted(set(position_a) - set(position_b)),
+        only_in_b=sorted(set(position_b) - set(position_a)),
+        no_valid_attempt=[common[i] for i in np.flatnonzero(~usable).tolist()],
     )
