@@ -56,5 +56,8 @@ def test_other_reward_keys_and_bad_sources_are_refused(runs, capsys, tmp_path: P
     assert "reward key 'style', while" in err
     code, _, err = run_cli(capsys, "compare", str(a), str(tmp_path / "nothing/here"))
     assert code == 2 and "no such file or directory" in err
+    lone = write_example_job(tmp_path / "lone", ["zeta"], attempts=2)
+    code, _, err = run_cli(capsys, "compare", str(a), str(lone))
+    assert code == 1 and "no task with a valid attempt in both runs (3 only in" in err
     code, _, err = run_cli(capsys, "compare", str(a), str(b), "--threshold", "nan")
     assert code == 2 and "--threshold" in err

@@ -123,3 +123,27 @@ def test_heatmap_cells_are_the_attempts(fixtures_dir: Path, tmp_path: Path) -> N
     dom, image = _render(page, tmp_path)
     assert 'id="scatter-0"' in dom
     _not_blank(image)
+
+
+def test_hostile_names_stay_text(runs, tmp_path: Path) -> None:
+    """A task named like markup (``</script>`` included) is data on the page, never code."""
+    import msgspec
+
+    from casstore.report.api import write_report
+    from casstore.trials import read_job, write_trials_jsonl
+
+    a, _ = runs
+    hostile = '</script><script>document.title="owned"</script><b>'
+    records = [
+        msgspec.structs.replace(record, task_name=hostile + record.task_name)
+        for record in read_job(a).trials
+    ]
+    write_trials_jsonl(records, tmp_path / "hostile.jsonl")
+    page = tmp_path / "hostile.html"
+    write_report([tmp_path / "hostile.jsonl", a], page, tmp_path / "no-store")
+    assert (
+        "</script><script>" not in page.read_text().split('id="data">', 1)[1].split("</script>")[0]
+    )
+    dom, log = dump_dom(page, tmp_path / "profile")
+    assert console_messages(log) == [] and 'data-ready="1"' in dom and "data-errors" not in dom
+    assert "<title>casstore report" in dom and "owned" not in dom.split("</title>")[0]

@@ -148,8 +148,18 @@ def compare(
     """Compare run ``a`` with run ``b`` (each a SOURCE as ``rescore`` takes it: an imported
     job's id or name, a job directory, a ``trials.jsonl``), task by task; ``ks`` and
     ``threshold`` as :func:`scoring.score` checks them (UsageError), before any source is
-    read. Raises ScoringError when the runs' reward keys differ."""
+    read. Raises ScoringError when the runs' reward keys differ, or when no task has a
+    valid attempt in both (nothing to compare)."""
     check_options(ks=ks, threshold=threshold, metrics=(), metric_timeout=DEFAULT_METRIC_TIMEOUT)
     tables = [load_sources([source], store, reward_key) for source in (a, b)]
     sides = [side_of(table, threshold, reward_key) for table in tables]
-    return compare_sides(sides[0], sides[1], (str(a), str(b)), ks, threshold)
+    result = compare_sides(sides[0], sides[1], (str(a), str(b)), ks, threshold)
+    if not result.pairing.names:
+        pairing = result.pairing
+        raise ScoringError(
+            str(b),
+            f"no task with a valid attempt in both runs ({len(pairing.only_in_a)} only in "
+            f"{a}, {len(pairing.only_in_b)} only here, {len(pairing.no_valid_attempt)} "
+            "without a valid attempt in one): nothing to compare",
+        )
+    return result
