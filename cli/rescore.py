@@ -136,13 +136,16 @@ def _outputs_table(report: ScoreReport) -> None:
     """Mean, standard error, interval and coverage of every output."""
     rows = []
     for name, stats in report.outputs.items():
-        interval = stats.to_json()["ci95"]
+        interval = stats.interval
+        shown = "—" if interval is None else f"[{interval.low:.3f}, {interval.high:.3f}]"
+        if interval is not None and interval.method == "t_clipped":
+            shown += " clipped"  # the t interval left [0, 1] (scoring._interval)
         rows.append(
             (
                 name,
                 _fmt(stats.mean),
                 _fmt(stats.stderr),
-                "—" if interval is None else f"[{interval[0]:.3f}, {interval[1]:.3f}]",
+                shown,
                 f"{stats.measured}/{stats.attempts}",
                 _fmt(stats.coverage, 3),
             )

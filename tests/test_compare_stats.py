@@ -4,10 +4,8 @@ code (``read_job`` → records with other rewards → ``write_trials_jsonl``).""
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
-import msgspec
 import numpy as np
 import pytest
 import scipy.stats
@@ -15,53 +13,17 @@ import statsmodels.api as sm
 from statsmodels.stats.contingency_tables import mcnemar
 
 from casstore.comparison.api import compare
-from casstore.trials import read_job, write_trials_jsonl
+from casstore.trials import read_job
 from scoring import Scale, mcnemar_exact, paired_difference, pass_at_k, pass_at_k_difference
+from tests.second_run import TB2, primary, second_run
 
-TB2 = Path("jobs/tb2-haiku/jobs/2026-05-10__01-23-57")
 TOL = 1e-12
-
-
-def _primary(record) -> float:
-    """The record's primary reward as scoring takes it (missing: 0.0)."""
-    value = (record.rewards or {}).get("reward")
-    return 0.0 if value is None else float(value)
-
-
-def second_run(records, out: Path, *, seed: int, attempts: int = 1, drop: int = 3, binary=True):
-    """Another run of the tasks of ``records``: a new job id, rewards drawn anew (0/1, or in
-    [0, 1]), ``attempts`` trials per task, the first ``drop`` tasks (by name) left out."""
-    rng = random.Random(seed)
-    tasks = sorted({record.task_name for record in records})
-    dropped = set(tasks[:drop])
-    made = []
-    for record in records:
-        if record.task_name in dropped:
-            continue
-        for attempt in range(attempts):
-            value = float(rng.random() < 0.5) if binary else round(rng.random(), 3)
-            made.append(
-                msgspec.structs.replace(
-                    record,
-                    job_id="second-run",
-                    trial_name=f"{record.trial_name}-{attempt}",
-                    attempt=attempt,
-                    rewards={"reward": value},
-                    kinds={"reward": 1},
-                    has_verifier=True,
-                    valid=True,
-                    exception_type=None,
-                    failure=None,
-                )
-            )
-    write_trials_jsonl(made, out)
-    return made, dropped
 
 
 def _task_means(records) -> dict[str, float]:
     values: dict[str, list[float]] = {}
     for record in records:
-        values.setdefault(record.task_name, []).append(_primary(record))
+        values.setdefault(record.task_name, []).append(primary(record))
     return {task: float(np.mean(v)) for task, v in values.items()}
 
 
@@ -116,7 +78,7 @@ def test_clustered_attempts_match_a_task_clustered_regression(real, tmp_path: Pa
     tasks = [row["task"] for row in out["per_task"]]
     index = {task: i for i, task in enumerate(tasks)}
     rows = [(r, 1.0) for r in records if r.task_name in index] + [(r, 0.0) for r in made]
-    y = np.array([_primary(r) for r, _ in rows])
+    y = np.array([primary(r) for r, _ in rows])
     side = np.array([s for _, s in rows])
     group = np.array([index[r.task_name] for r, _ in rows])
     counts = {(g, s): 0 for g in range(len(tasks)) for s in (0.0, 1.0)}

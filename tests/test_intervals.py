@@ -5,6 +5,7 @@ functions behind them (:mod:`scoring._betainc`, :mod:`scoring._student_t`) again
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -135,3 +136,26 @@ def test_betainc_matches_scipy() -> None:
         [betainc(*args) for args in zip(a.tolist(), b.tolist(), x.tolist(), strict=True)]
     )
     np.testing.assert_allclose(ours, scipy.special.betainc(a, b, x), rtol=0, atol=1e-12)
+
+
+def test_rescore_text_marks_a_clipped_interval(tmp_path: Path, capsys) -> None:
+    """Two tasks of rewards in [0, 1]: the t interval is cut at 1 and the table says so."""
+    import msgspec
+
+    from casstore.examples.job import write_example_job
+    from casstore.trials import read_job, write_trials_jsonl
+    from tests.helpers import run_cli
+
+    job = write_example_job(tmp_path, ["a", "b"], attempts=2)
+    values = iter([0.5, 1.0, 1.0, 0.9])
+    records = [
+        msgspec.structs.replace(
+            r, rewards={"reward": next(values)}, kinds={"reward": 1}, exception_type=None
+        )
+        for r in read_job(job).trials
+    ]
+    write_trials_jsonl(records, tmp_path / "t.jsonl")
+    code, out, _ = run_cli(capsys, "rescore", str(tmp_path / "t.jsonl"))
+    assert code == 0
+    row = next(line for line in out.splitlines() if line.startswith("reward\t"))
+    assert row.split("\t")[3].endswith("1.000] clipped")

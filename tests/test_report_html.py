@@ -17,7 +17,7 @@ from casstore.report.payload import EMPTY, ERRORED, NO_VERIFIER
 from scoring import apply_rules
 from tests.browser import console_messages, dump_dom, screenshot
 from tests.helpers import run_cli
-from tests.test_compare_stats import TB2, second_run
+from tests.second_run import TB2, second_run
 
 
 @pytest.fixture(scope="module")
