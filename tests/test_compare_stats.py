@@ -138,6 +138,17 @@ def test_pass_at_k_difference_is_the_bootstrap_of_tasks() -> None:
     assert one.difference == pytest.approx(all_a.value - all_b.value, abs=TOL)
     again = pass_at_k_difference(n_a, c_a, n_b, c_b, [1, 4], replicates=400)
     assert again[1].ci95 == four.ci95  # fixed seed
+    # drawing profile counts from Multinomial(T, w / T) is drawing T tasks with replacement:
+    # the percentile interval's width is 2 · 1.96 plug-in standard errors of the mean
+    ones, hits_a, hits_b = (
+        np.ones(4000, int),
+        rng.binomial(1, 0.3, 4000),
+        rng.binomial(1, 0.6, 4000),
+    )
+    (many,) = pass_at_k_difference(ones, hits_a, ones, hits_b, [1])
+    plug_in = float(np.std(hits_a - hits_b)) / np.sqrt(4000)
+    assert many.ci95 is not None
+    assert many.ci95[1] - many.ci95[0] == pytest.approx(2 * 1.959964 * plug_in, rel=0.06)
     per_task = c_a / n_a - c_b / n_b
     boot = scipy.stats.bootstrap(
         (per_task,), np.mean, n_resamples=2000, method="percentile", random_state=1

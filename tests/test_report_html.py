@@ -83,6 +83,20 @@ def test_two_runs_render_the_comparison(runs, tmp_path: Path, capsys) -> None:
     _not_blank(image)
 
 
+def test_bad_outputs_are_refused_before_any_work(runs, tmp_path: Path, capsys) -> None:
+    a, _ = runs
+    code, _, err = run_cli(capsys, "report", str(a), "-o", str(tmp_path))
+    assert code == 2 and err == f"casstore: {tmp_path}: output is a directory; name the file\n"
+    (tmp_path / "afile").write_text("")
+    code, _, err = run_cli(capsys, "report", str(a), "-o", str(tmp_path / "afile/r.html"))
+    assert code == 2 and "afile is not a directory" in err
+    code, _, err = run_cli(
+        capsys, "report", str(tmp_path / "no/such"), "-o", str(tmp_path / "r.html")
+    )
+    assert code == 2 and "no such file or directory" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing written
+
+
 def test_the_page_fetches_nothing(runs, tmp_path: Path) -> None:
     from casstore.report.api import write_report
 
