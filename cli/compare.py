@@ -89,8 +89,10 @@ def _note_left_out(result: Comparison) -> None:
 
 def compare(
     ctx: typer.Context,
-    a: Annotated[str, typer.Argument(help="Run A: an imported job, job directory or .jsonl.")],
-    b: Annotated[str, typer.Argument(help="Run B, over the same tasks.")],
+    a: Annotated[
+        str, typer.Argument(metavar="A", help="Run A: an imported job, job directory or .jsonl.")
+    ],
+    b: Annotated[str, typer.Argument(metavar="B", help="Run B, over the same tasks.")],
     reward_key: RewardKeyOption = None,
     k: KsOption = None,
     threshold: ThresholdOption = 1.0,
