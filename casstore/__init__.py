@@ -55,6 +55,7 @@ from casstore.lazy import load_name
 if TYPE_CHECKING:
     from casstore.api import (
         checkout,
+        compare,
         create_taskset,
         discover_tasks,
         extract,
@@ -72,14 +73,17 @@ if TYPE_CHECKING:
         rm,
         verify,
         verify_each,
+        write_report,
     )
     from casstore.archive.batch import Outcome
     from casstore.archive.discover import DiscoveredTask, TaskCollection
     from casstore.archive.limits import Limits
     from casstore.archive.pack import PackResult
     from casstore.archive.read import VerifyResult
+    from casstore.comparison.api import Comparison
     from casstore.errors import CasstoreError
     from casstore.progress import Progress
+    from casstore.report.api import ReportResult
     from casstore.store import Store
     from casstore.store.checkout import CheckoutResult
     from casstore.store.fsck import FsckReport
@@ -96,6 +100,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CasstoreError",
     "CheckoutResult",
+    "Comparison",
     "DiscoveredTask",
     "FsckReport",
     "GcReport",
@@ -109,6 +114,7 @@ __all__ = [
     "Progress",
     "PublishResult",
     "Registration",
+    "ReportResult",
     "RewardTable",
     "ScoreReport",
     "Store",
@@ -118,6 +124,7 @@ __all__ = [
     "VerifyResult",
     "View",
     "checkout",
+    "compare",
     "create_taskset",
     "discover_tasks",
     "extract",
@@ -135,11 +142,13 @@ __all__ = [
     "rm",
     "verify",
     "verify_each",
+    "write_report",
 ]
 
 _HOMES = {
     "CasstoreError": "casstore.errors",
     "CheckoutResult": "casstore.store.checkout",
+    "Comparison": "casstore.comparison.api",
     "DiscoveredTask": "casstore.archive.discover",
     "FsckReport": "casstore.store.fsck",
     "GcReport": "casstore.store.gc",
@@ -153,6 +162,7 @@ _HOMES = {
     "PackResult": "casstore.archive.pack",
     "Progress": "casstore.progress",
     "PublishResult": "casstore.store.publish",
+    "ReportResult": "casstore.report.api",
     "RewardTable": "casstore.table.columns",
     "ScoreReport": "scoring",
     "Store": "casstore.store",

@@ -19,9 +19,11 @@ from casstore.archive.formats import output_compression
 from casstore.archive.limits import Limits
 from casstore.archive.pack import PackResult, pack_tree
 from casstore.archive.read import VerifyResult, extract_archive, verify_archive
+from casstore.comparison.api import compare
 from casstore.digest import Digest
 from casstore.errors import UsageError
 from casstore.progress import NO_PROGRESS, Progress
+from casstore.report.api import write_report
 from casstore.sources import StoreArgument, check_taskset, load_sources, taskset_views
 from casstore.store import DEFAULT_WORKSPACE, Store
 from casstore.store.checkout import CheckoutResult
@@ -51,6 +53,7 @@ from scoring import (
 
 __all__ = [
     "checkout",
+    "compare",
     "create_taskset",
     "discover_tasks",
     "extract",
@@ -68,6 +71,7 @@ __all__ = [
     "rm",
     "verify",
     "verify_each",
+    "write_report",
 ]
 
 

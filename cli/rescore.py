@@ -64,14 +64,14 @@ from scoring._defaults import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, GROUP_FI
 if TYPE_CHECKING:
     from scoring import ScoreReport
 
-__all__ = ["counts_text", "print_report", "register"]
+__all__ = ["counts_text", "parse_ks", "print_report", "register"]
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 """A k as ``--k`` takes it: ASCII digits only."""
 
 
-def _parse_ks(text: str | None) -> list[int] | None:
+def parse_ks(text: str | None) -> list[int] | None:
     """``--k`` text → integers (each >= 1 is :func:`scoring.check_options`'s rule)."""
     if text is None:
         return None
@@ -136,13 +136,16 @@ def _outputs_table(report: ScoreReport) -> None:
     """Mean, standard error, interval and coverage of every output."""
     rows = []
     for name, stats in report.outputs.items():
-        interval = stats.to_json()["ci95"]
+        interval = stats.interval
+        shown = "—" if interval is None else f"[{interval.low:.3f}, {interval.high:.3f}]"
+        if interval is not None and interval.method == "t_clipped":
+            shown += " clipped"  # the t interval left [0, 1] (scoring._interval)
         rows.append(
             (
                 name,
                 _fmt(stats.mean),
                 _fmt(stats.stderr),
-                "—" if interval is None else f"[{interval[0]:.3f}, {interval[1]:.3f}]",
+                shown,
                 f"{stats.measured}/{stats.attempts}",
                 _fmt(stats.coverage, 3),
             )
@@ -324,7 +327,7 @@ def rescore(
     from scoring import check_options
 
     options: GlobalOptions = ctx.obj
-    ks = _parse_ks(k)
+    ks = parse_ks(k)
     metrics = metric or ["mean"]
     # the option values' rules (scoring's), checked before --group-by is parsed
     check_options(ks=ks, threshold=threshold, metrics=metrics, metric_timeout=metric_timeout)

@@ -18,19 +18,23 @@ from casstore.lazy import load_name
 
 if TYPE_CHECKING:
     from casstore.table.columns import Flag, Kind, RewardTable, harbor_evals_key
+    from scoring._bootstrap import PassAtKDifference, pass_at_k_difference
     from scoring._defaults import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, GROUP_FIELDS
     from scoring._engine import score, summarize
     from scoring._errors import MetricScriptError, ScoringError
     from scoring._harbor_metrics import harbor_metric
     from scoring._harbor_pass_at_k import harbor_pass_at_k
     from scoring._harbor_rewards import HarborRewards
+    from scoring._interval import Interval, Scale, ci95
+    from scoring._mcnemar import McNemar, mcnemar_exact
     from scoring._mean import OutputStats, output_stats
     from scoring._metric_script import run_metric_script
     from scoring._options import MAX_K, MAX_METRIC_TIMEOUT, check_options, k_refused
+    from scoring._paired import PairedDifference, paired_difference
     from scoring._partials import Partials
     from scoring._pass_at_k import PassAtK, default_ks, pass_at_k, pass_hat_k
     from scoring._rules import STATUS_NAMES, Attempts, Code, Diagnostics, Status, apply_rules
-    from scoring._stderr import ci95, clt_stderr, cluster_mean_stderr
+    from scoring._stderr import clt_stderr, cluster_mean_stderr
     from scoring._views import Signal, View, evaluate_views, load_views, parse_views
     from scoring.report import SCHEMA, ScoreReport, count_attempts
 
@@ -50,12 +54,17 @@ __all__ = [
     "Diagnostics",
     "Flag",
     "HarborRewards",
+    "Interval",
     "Kind",
+    "McNemar",
     "MetricScriptError",
     "OutputStats",
+    "PairedDifference",
     "Partials",
     "PassAtK",
+    "PassAtKDifference",
     "RewardTable",
+    "Scale",
     "ScoreReport",
     "ScoringError",
     "Signal",
@@ -74,9 +83,12 @@ __all__ = [
     "harbor_pass_at_k",
     "k_refused",
     "load_views",
+    "mcnemar_exact",
     "output_stats",
+    "paired_difference",
     "parse_views",
     "pass_at_k",
+    "pass_at_k_difference",
     "pass_hat_k",
     "run_metric_script",
     "score",
@@ -91,6 +103,12 @@ _HOMES = {
     "DEFAULT_GROUP_BY": "scoring._defaults",
     "DEFAULT_METRIC_TIMEOUT": "scoring._defaults",
     "GROUP_FIELDS": "scoring._defaults",
+    "PassAtKDifference": "scoring._bootstrap",
+    "pass_at_k_difference": "scoring._bootstrap",
+    "McNemar": "scoring._mcnemar",
+    "mcnemar_exact": "scoring._mcnemar",
+    "PairedDifference": "scoring._paired",
+    "paired_difference": "scoring._paired",
     "score": "scoring._engine",
     "summarize": "scoring._engine",
     "MetricScriptError": "scoring._errors",
@@ -117,7 +135,9 @@ _HOMES = {
     "Diagnostics": "scoring._rules",
     "Status": "scoring._rules",
     "apply_rules": "scoring._rules",
-    "ci95": "scoring._stderr",
+    "Interval": "scoring._interval",
+    "Scale": "scoring._interval",
+    "ci95": "scoring._interval",
     "clt_stderr": "scoring._stderr",
     "cluster_mean_stderr": "scoring._stderr",
     "Signal": "scoring._views",

@@ -27,6 +27,7 @@ from scoring._defaults import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, GROUP_FI
 from scoring._errors import ScoringError
 from scoring._harbor_metrics import metric_name
 from scoring._harbor_parity import harbor_parity
+from scoring._interval import Scale
 from scoring._mean import output_stats
 from scoring._options import check_ks, check_options
 from scoring._partials import CELL_FIELDS, Partials
@@ -77,11 +78,14 @@ def _block(
     expected: np.ndarray,
     outputs: list[str],
     ks: list[int],
+    scales: np.ndarray,
 ) -> dict[str, Any]:
     total = int(attempts.sum())
     at_k, hat_k = pass_at_k_and_hat(attempts, successes, ks)
     stats = {
-        name: output_stats(attempts * expected[:, o], measured[:, o], sums[:, o])
+        name: output_stats(
+            attempts * expected[:, o], measured[:, o], sums[:, o], Scale(int(scales[o]))
+        )
         for o, name in enumerate(outputs)
     }
     return {
@@ -129,9 +133,8 @@ def summarize(
     ks = check_ks(ks) if ks is not None else default_ks(int(attempts.max()) if attempts.size else 0)
     group_args = (partials, group_fields, per_cell, task_of, expected, outputs, ks)
     pending = pool.submit(_quiet, lambda: _groups(*group_args)) if pool is not None else None
-    overall = Block(
-        **_block(attempts, successes, status, errors, measured, sums, expected, outputs, ks)
-    )
+    totals = (attempts, successes, status, errors, measured, sums)
+    overall = Block(**_block(*totals, expected, outputs, ks, partials.scales))
     tasks = TaskTable(
         names=partials.labels["task"],
         outputs=outputs,
@@ -202,6 +205,7 @@ def _groups(
             expected[pair_task[begin:end]],
             outputs,
             ks,
+            partials.scales,
         )
         groups.append(GroupReport(**block, labels=labels))
     return groups

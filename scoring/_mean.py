@@ -8,7 +8,9 @@ emitted values.
 * ``mean = Σ sums / Σ measured`` — pooled over attempts; ``None`` when nothing was measured
   (never 0, never NaN). Unmeasured attempts are gaps, not zeros.
 * ``coverage = Σ measured / Σ attempts`` — ``None`` when no attempt expects the output.
-* ``stderr`` — task-clustered, see :func:`scoring._stderr.cluster_mean_stderr`.
+* ``stderr`` — task-clustered, see :func:`scoring._stderr.cluster_mean_stderr`;
+* ``ci95`` — the 95% interval the values' scale calls for (Wilson for 0/1 values, t clipped
+  to [0, 1] for values in [0, 1], t otherwise): :func:`scoring._interval.ci95`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import TypedDict
 
 import numpy as np
 
-from scoring._stderr import ci95, cluster_mean_stderr
+from scoring._interval import Interval, Scale, ci95
+from scoring._stderr import cluster_mean_stderr
 
 __all__ = ["OutputStats", "output_stats", "within_task_stderr"]
 
@@ -32,6 +35,7 @@ class _OutputJson(TypedDict):
     coverage: float | None
     stderr: float | None
     ci95: list[float] | None
+    ci95_method: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +46,7 @@ class OutputStats:
     measured: int
     attempts: int
     stderr: float | None
+    interval: Interval | None = None
 
     @property
     def coverage(self) -> float | None:
@@ -56,18 +61,25 @@ class OutputStats:
             "attempts": self.attempts,
             "coverage": self.coverage,
             "stderr": self.stderr,
-            "ci95": ci95(self.mean, self.stderr),
+            "ci95": None if self.interval is None else self.interval.bounds(),
+            "ci95_method": None if self.interval is None else self.interval.method,
         }
 
 
-def output_stats(attempts: np.ndarray, measured: np.ndarray, sums: np.ndarray) -> OutputStats:
-    """Pooled mean, coverage and clustered standard error over the tasks of the arrays."""
+def output_stats(
+    attempts: np.ndarray, measured: np.ndarray, sums: np.ndarray, scale: Scale = Scale.UNBOUNDED
+) -> OutputStats:
+    """Pooled mean, coverage, clustered standard error and 95% interval over the tasks of
+    the arrays; ``scale`` that of the values (:class:`scoring._interval.Scale`)."""
     n_measured = int(measured.sum())
     n_attempts = int(attempts.sum())
     if n_measured == 0:
         return OutputStats(None, 0, n_attempts, None)
     mean = float(sums.sum()) / n_measured
-    return OutputStats(mean, n_measured, n_attempts, cluster_mean_stderr(sums, measured, mean))
+    stderr = cluster_mean_stderr(sums, measured, mean)
+    clusters = int(np.count_nonzero(measured))
+    interval = ci95(mean, stderr, scale, clusters, n_measured)
+    return OutputStats(mean, n_measured, n_attempts, stderr, interval)
 
 
 def within_task_stderr(measured: np.ndarray, sums: np.ndarray, sumsq: np.ndarray) -> np.ndarray:

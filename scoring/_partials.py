@@ -15,6 +15,10 @@ the primary first, then the secondary keys in sorted order) a :class:`Partials` 
 ``sumsq``       float64[C, O]   sum of squared emitted values
 ==============  ==============  ===============================================================
 
+and per output ``scales`` (int8[O], :class:`scoring._interval.Scale`: every emitted value
+0 or 1, in [0, 1], or neither; merged by the minimum), which chooses the interval method
+(:func:`scoring._interval.ci95`),
+
 plus the failure rollup counters (``exceptions``, ``failures``). Every field is a sum over
 attempts, so ``a + b`` (:meth:`Partials.__add__`) is the partials of the union of the two
 shards' trials: counts combine exactly; float sums combine exactly when a cell's attempts are
@@ -38,6 +42,7 @@ from scoring._cell_counts import CellCounts, cell_counts
 from scoring._cells import CELL_FIELDS, CellKey, CellRows, decode, encode
 from scoring._errors import ScoringError
 from scoring._exact_sum import binary
+from scoring._interval import Scale, scale_of
 from scoring._rules import Attempts, Status
 
 __all__ = ["CELL_FIELDS", "Partials"]
@@ -73,6 +78,7 @@ class Partials:
     sums: np.ndarray
     sumsq: np.ndarray
     harbor_errors: np.ndarray
+    scales: np.ndarray
     exceptions: dict[str, int] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)
 
@@ -99,7 +105,9 @@ class Partials:
         attempts = rows.sizes.astype(np.int64) - status[:, Status.INVALID]
         k = len(table.keys)
         order = sorted(range(k), key=table.keys.__getitem__)
-        present, measured, sums, sumsq = _outputs(table, rules, rows, counts, attempts, order)
+        present, measured, sums, sumsq, scales = _outputs(
+            table, rules, rows, counts, attempts, order
+        )
         cell = decode(rows.keys, key.sizes)
         if k and key.task_rank is None:  # the rules' diagnostics need it: counted here anyway
             rules.expected = _expected(len(table.tasks), cell, present, order)
@@ -117,6 +125,7 @@ class Partials:
             sums=sums,
             sumsq=sumsq,
             harbor_errors=rows.sum((table.flags & np.uint8(Flag.EXCEPTION)) != 0).astype(np.int64),
+            scales=scales,
             exceptions=_rollup(table.exceptions, table.exception),
             failures=_rollup(table.failures, table.failure),
         )
@@ -142,6 +151,7 @@ class Partials:
             labels=labels,
             cell=decode(keys, sizes),
             **{name: _added(self, other, name, outputs, inverse, keys.size) for name in _SUMMED},
+            scales=_merged_scales(self, other, outputs),
             exceptions=_add_counters(self.exceptions, other.exceptions),
             failures=_add_counters(self.failures, other.failures),
         )
@@ -163,14 +173,16 @@ def _outputs(
     counts: CellCounts,
     attempts: np.ndarray,
     order: list[int],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``present``, ``measured`` (int64[C, O]), ``sums`` and ``sumsq`` (float64[C, O]) of the
-    outputs: the primary, then the secondaries of ``table`` in ``order``."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``present``, ``measured`` (int64[C, O]), ``sums`` and ``sumsq`` (float64[C, O]) and
+    ``scales`` (int8[O]) of the outputs: the primary, then the secondaries of ``table`` in
+    ``order``."""
     n_cells, n_out = len(rows), 1 + len(order)
     present = np.zeros((n_cells, n_out), dtype=np.int64)
     measured = np.zeros((n_cells, n_out), dtype=np.int64)
     sums = np.zeros((n_cells, n_out))
     sumsq = np.zeros((n_cells, n_out))
+    scales = np.zeros(n_out, dtype=np.int8)
     present[:, 0] = counts["present"]
     measured[:, 0] = attempts
     for out, j in enumerate([-1, *order]):
@@ -182,8 +194,11 @@ def _outputs(
             value = rules.primary
         sums[:, out] = rows.sum(value)
         # x * x == x for 0 and 1: the sums of squares of binary values are their sums
-        sumsq[:, out] = sums[:, out] if binary(value) else rows.sum(value * value)
-    return present, measured, sums, sumsq
+        is_binary = binary(value)
+        sumsq[:, out] = sums[:, out] if is_binary else rows.sum(value * value)
+        # a value not emitted is 0 here: inside every scale
+        scales[out] = Scale.BINARY if is_binary else scale_of(value)
+    return present, measured, sums, sumsq, scales
 
 
 def _expected(n_tasks: int, cell: np.ndarray, present: np.ndarray, order: list[int]) -> np.ndarray:
@@ -230,6 +245,15 @@ def _added(
     result = np.zeros((n_cells, *stacked.shape[1:]), dtype=stacked.dtype)
     np.add.at(result, inverse, stacked)
     return result
+
+
+def _merged_scales(a: Partials, b: Partials, outputs: list[str]) -> np.ndarray:
+    """The scale of each of ``outputs`` over both: the smaller (an output one side lacks
+    takes the other's)."""
+    have = [dict(zip(side.outputs, side.scales.tolist(), strict=True)) for side in (a, b)]
+    return np.array(
+        [min(mine.get(name, Scale.BINARY) for mine in have) for name in outputs], dtype=np.int8
+    )
 
 
 def _widen(array: np.ndarray, have: list[str], want: list[str]) -> np.ndarray:

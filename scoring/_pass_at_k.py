@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scoring._stderr import ci95, clt_stderr
+from scoring._interval import Scale, ci95
+from scoring._stderr import clt_stderr
 
 __all__ = [
     "PassAtK",
@@ -57,14 +58,21 @@ class PassAtK:
     value: float | None
     eligible_tasks: int
     stderr: float | None
+    binary: bool = False  # every eligible task's value is 0 or 1
 
     def to_json(self) -> dict[str, object]:
-        """The k's JSON object (with its 95% interval, clipped to [0, 1])."""
+        """The k's JSON object, with its 95% interval (:func:`scoring._interval.ci95`: Wilson
+        when every per-task value is 0 or 1, else t with ``m − 1`` degrees of freedom, clipped
+        to [0, 1])."""
+        scale = Scale.BINARY if self.binary else Scale.UNIT
+        m = self.eligible_tasks
+        interval = ci95(self.value, self.stderr, scale, m, m)
         return {
             "value": self.value,
-            "eligible_tasks": self.eligible_tasks,
+            "eligible_tasks": m,
             "stderr": self.stderr,
-            "ci95": ci95(self.value, self.stderr, clip=True),
+            "ci95": None if interval is None else interval.bounds(),
+            "ci95_method": None if interval is None else interval.method,
         }
 
 
@@ -136,7 +144,9 @@ def _weighted_summary(k: int, values: np.ndarray, counts: np.ndarray) -> PassAtK
     if not m:
         return PassAtK(k, None, 0, None)
     mean = math.fsum((counts * values).tolist()) / m
-    return PassAtK(k, mean, m, clt_stderr(values, counts, mean))
+    held = values[counts > 0]
+    binary = bool(np.all((held == 0.0) | (held == 1.0)))
+    return PassAtK(k, mean, m, clt_stderr(values, counts, mean), binary)
 
 
 def pass_at_k_and_hat(

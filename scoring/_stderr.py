@@ -16,8 +16,9 @@ independent units):
 * :func:`clt_stderr` — pass@k and pass^k are means of per-task values ``v_t`` over the ``m``
   eligible tasks: the CLT standard error ``sd(v, ddof=1) / sqrt(m)`` (``None`` when ``m < 2``).
 
-Intervals are normal: ``estimate ± z₀.₉₇₅ · stderr``; pass@k / pass^k intervals are clipped to
-[0, 1]. Source: Cameron & Miller (2015), "A Practitioner's Guide to Cluster-Robust Inference".
+The 95% intervals built on them are :mod:`scoring._interval`'s (Wilson, or t clipped to the
+values' range). Source: Cameron & Miller (2015), "A Practitioner's Guide to Cluster-Robust
+Inference".
 """
 
 from __future__ import annotations
@@ -26,9 +27,7 @@ import math
 
 import numpy as np
 
-__all__ = ["Z95", "ci95", "clt_stderr", "cluster_mean_stderr"]
-
-Z95 = 1.959963984540054  # standard normal 0.975 quantile
+__all__ = ["clt_stderr", "cluster_mean_stderr"]
 
 
 def cluster_mean_stderr(sums: np.ndarray, counts: np.ndarray, mean: float) -> float | None:
@@ -59,13 +58,3 @@ def clt_stderr(
         mean = math.fsum((weights * values).tolist()) / m
     squares = math.fsum((weights * np.square(values - mean)).tolist())
     return math.sqrt(squares / (m - 1)) / math.sqrt(m)
-
-
-def ci95(estimate: float | None, stderr: float | None, clip: bool = False) -> list[float] | None:
-    """``[low, high]`` normal 95% interval, ``None`` when either input is ``None``."""
-    if estimate is None or stderr is None:
-        return None
-    low, high = estimate - Z95 * stderr, estimate + Z95 * stderr
-    if clip:
-        low, high = max(low, 0.0), min(high, 1.0)
-    return [low, high]

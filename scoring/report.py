@@ -24,11 +24,13 @@ measured, fewer than two clusters), never 0::
           "attempts": 89,                # valid attempts expecting the output
           "coverage": 1.0 | null,        # measured / attempts
           "stderr": 0.052 | null,        # task-clustered (see scoring._stderr)
-          "ci95": [low, high] | null     # mean ± 1.96 stderr
+          "ci95": [low, high] | null,    # 95%, within the values' range (scoring._interval)
+          "ci95_method": "wilson" | "t" | "t_clipped" | null
         }
       },
       "pass_at_k":  {"<k>": {"value": float | null, "eligible_tasks": int,
-                             "stderr": float | null, "ci95": [low, high] | null}},
+                             "stderr": float | null, "ci95": [low, high] | null,
+                             "ci95_method": "wilson" | "t" | "t_clipped" | null}},
       "pass_hat_k": {"<k>": {...same...}},
       "harbor_metrics": [{"mean": 0.4157303370786517}] | null,   # one dict per --metric
       "harbor_pass_at_k": {"<evals key>": {"<k>": float}} | null, # Harbor's own (k >= 2)

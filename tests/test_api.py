@@ -25,6 +25,7 @@ SIMPLE = FIXTURES / "tasks" / "harbor-cookbook" / "simple-task"
 API = [
     "CasstoreError",
     "CheckoutResult",
+    "Comparison",
     "DiscoveredTask",
     "FsckReport",
     "GcReport",
@@ -38,6 +39,7 @@ API = [
     "Progress",
     "PublishResult",
     "Registration",
+    "ReportResult",
     "RewardTable",
     "ScoreReport",
     "Store",
@@ -47,6 +49,7 @@ API = [
     "VerifyResult",
     "View",
     "checkout",
+    "compare",
     "create_taskset",
     "discover_tasks",
     "extract",
@@ -64,6 +67,7 @@ API = [
     "rm",
     "verify",
     "verify_each",
+    "write_report",
 ]
 
 

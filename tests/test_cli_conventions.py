@@ -144,7 +144,7 @@ def test_rescore_tables_are_tab_separated_when_piped(
     assert (
         "outputs\n"
         "output\tmean\t± stderr\t95% CI\tmeasured\tcoverage\n"
-        "reward\t0.6667\t0.2404\t[0.196, 1.138]\t15/15\t1.000\n"
+        "reward\t0.6667\t0.2404\t[0.295, 0.905]\t15/15\t1.000\n"  # issue 14: Wilson
         "style\t0.6540\t—\t—\t5/5\t1.000\n"
     ) in out
     assert "k\tpass@k\t± stderr\tpass^k\teligible tasks\n1\t0.6667\t0.2404\t0.6667\t3\n" in out

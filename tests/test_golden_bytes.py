@@ -147,8 +147,8 @@ VERIFIER = {
 ARCHIVES = "196f22fbcded33a8b8fb62511a65d89835097d137879826fa6786b78a63f3b7d"
 JSON = {
     "import dir": "954b79aba32dd470b739d32d8c7cafbe7f3b1381f60197c83d4a02814efc9d35",
-    "rescore dir": "2730d78566483fef4a8e36cd9be8cbd6ba650f84a8b10e410de293316db3d41d",
-    "rescore name": "2730d78566483fef4a8e36cd9be8cbd6ba650f84a8b10e410de293316db3d41d",
+    "rescore dir": "4f50789e2f8e53265dc699cc640fbdb55106ac07e118f9576950aaeb6e8d8231",
+    "rescore name": "4f50789e2f8e53265dc699cc640fbdb55106ac07e118f9576950aaeb6e8d8231",
 }
 STORE = {
     "trial_packs": "4ec5c6a69541e8aaf73eb3c1ba8d36e201fbab744629d2f040dc91d27360f3f0",

@@ -13,6 +13,8 @@ Layers, bottom first (README, "Architecture"); each may import the ones it lists
     trials    casstore.trials         base, archive, store, table
     scoring   scoring                 base, table (it reads the reward table only)
     sources   casstore.sources        every layer above but api and cli
+    comparison casstore.comparison    every layer below api, and sources
+    report    casstore.report         every layer below api, sources and comparison
     api       casstore (the package)  every layer but cli
     cli       cli                     every layer
 """
@@ -51,6 +53,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("trials", ("casstore.trials",)),
     ("scoring", ("scoring",)),
     ("sources", ("casstore.sources",)),
+    ("comparison", ("casstore.comparison",)),
+    ("report", ("casstore.report",)),
     ("api", ("casstore",)),
     ("cli", ("cli",)),
 )
@@ -66,8 +70,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "trials": {"base", "archive", "store", "table"},
     "scoring": {"base", "table"},
     "sources": BELOW_API,
-    "api": BELOW_API | {"sources"},
-    "cli": BELOW_API | {"sources", "api"},
+    "comparison": BELOW_API | {"sources"},
+    "report": BELOW_API | {"sources", "comparison"},
+    "api": BELOW_API | {"sources", "comparison", "report"},
+    "cli": BELOW_API | {"sources", "comparison", "report", "api"},
 }
 
 

@@ -25,7 +25,13 @@ def test_job_directory(capsys, fixtures_dir: Path, tmp_path: Path) -> None:
     report = rescore_json(capsys, str(fixtures_dir / JOB), "--metric", "mean", "--metric", "max")
     assert report["harbor_metrics"] == [{"mean": 0.4157303370786517}, {"max": 1.0}]
     assert report["counts"]["partial"] == 20
-    assert set(report["pass_at_k"]["1"]) == {"value", "eligible_tasks", "stderr", "ci95"}
+    assert set(report["pass_at_k"]["1"]) == {
+        "value",
+        "eligible_tasks",
+        "stderr",
+        "ci95",
+        "ci95_method",
+    }
     for key in (
         "reward_key",
         "outputs",
@@ -114,4 +120,5 @@ def test_usage_errors(capsys, fixtures_dir: Path, tmp_path: Path) -> None:
         "eligible_tasks": 0,
         "stderr": None,
         "ci95": None,
+        "ci95_method": None,
     }

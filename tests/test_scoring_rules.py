@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+import scipy.stats
+from statsmodels.stats.proportion import proportion_confint
 
 from casstore.errors import UsageError
 from scoring import STATUS_NAMES, apply_rules, score
@@ -202,9 +204,16 @@ def test_clustered_stderr_matches_formula() -> None:
     want = math.sqrt(g / (g - 1) * sum(r * r for r in residuals) / len(flat) ** 2)
     assert stats.mean == pytest.approx(mean)
     assert stats.stderr == pytest.approx(want)
-    low, high = score(make_table(rows)).to_json()["outputs"]["reward"]["ci95"]
-    assert low == pytest.approx(mean - 1.959963984540054 * want)
-    assert high == pytest.approx(mean + 1.959963984540054 * want)
+    # issue 14: values in [0, 1], not all 0/1: t(G − 1) interval, clipped to [0, 1]
+    output = score(make_table(rows)).to_json()["outputs"]["reward"]
+    half = scipy.stats.t.ppf(0.975, g - 1) * want
+    assert mean - half < 0.0 and mean + half > 1.0  # 3 tasks: t(2) = 4.30
+    assert output["ci95"] == [0.0, 1.0] and output["ci95_method"] == "t_clipped"
+    single = [{"task": f"t{i}", "rewards": {"reward": v}} for i, v in enumerate([1, 0, 1, 0, 0])]
+    binary = score(make_table(single)).to_json()["outputs"]["reward"]  # one 0/1 per task
+    want_low, want_high = proportion_confint(2, 5, method="wilson")
+    assert binary["ci95"] == pytest.approx([want_low, want_high], abs=1e-15)
+    assert binary["ci95_method"] == "wilson"
 
 
 def test_groups_by_agent_model_dataset() -> None:
