@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from casstore.names import DEFAULT_FILESET, DEFAULT_WORKSPACE
-from cli.options import CompressionOption, DestArgument, GlobalOptions, JsonOption, decimal_option
+from cli.options import (
+    CompressionOption,
+    DestArgument,
+    GlobalOptions,
+    JsonOption,
+    ModesOption,
+    decimal_option,
+)
 from cli.output import emit_json, empty_listing, out_console, print_lines, progress_bar
 
 if TYPE_CHECKING:
@@ -70,13 +77,14 @@ def publish(
         ),
     ] = False,
     compression: CompressionOption = "gzip",
+    modes: ModesOption = "keep",
     json: JsonOption = False,
 ) -> None:
     """Discover and publish tasks (one task or a dataset); identical content is reused."""
     from casstore import api
     from cli.publishing import Continued, check_distinct, check_names, datasets_of, published_json
 
-    datasets = datasets_of(path, name, taskset, recursive)
+    datasets = datasets_of(path, name, taskset, recursive, modes)
     for _, tasks, named in datasets:
         check_names(tasks, name, workspace, fileset, prefix, named)
     check_distinct([task for _, tasks, _ in datasets for task in tasks], name, workspace)
