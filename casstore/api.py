@@ -285,12 +285,19 @@ def rescore(
     check_options(**options)
     chosen = arguments.views(views)
     declared = list(load_views(chosen) if isinstance(chosen, Path) else chosen or [])
-    table = load_sources(found, opened, reward_key, progress)
+    table, origins = load_sources(found, opened, reward_key, progress)
     if taskset is not None:
         names = {view.name for view in declared}
         items = check_taskset(table, opened, arguments.text(taskset, "taskset"))
         declared += [view for view in taskset_views(items) if view.name not in names]
-    return score(table, reward_key=reward_key, group_by=group_by, views=declared, **options)
+    return score(
+        table,
+        reward_key=reward_key,
+        group_by=group_by,
+        views=declared,
+        origins=origins,
+        **options,
+    )
 
 
 def fsck(store: Store, progress: Progress = NO_PROGRESS) -> FsckReport:
