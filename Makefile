@@ -34,8 +34,7 @@ bench-report: $(VENV)/.synced
 
 $(UV):
 	@echo "casstore: bootstrapping uv into .tools/"
-	@$(QUIETLY) "$(PYTHON)" -m venv .tools
-	@$(QUIETLY) .tools/bin/python -m pip install uv
+	@$(QUIETLY) scripts/bootstrap-uv "$(PYTHON)"
 
 # The demo needs the runtime packages only; test, lint and bench the dev group too.
 # --inexact: a runtime sync leaves the dev packages of an earlier full sync in place.
