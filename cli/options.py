@@ -54,7 +54,7 @@ ModesOption = Annotated[
     Modes,
     typer.Option(
         "--modes",
-        help="The mode bits archived: keep (default: as on disk, so the umask counts) or git "
+        help="The mode bits archived: keep (as on disk: a checkout's umask counts) or git "
         "(files 0644, or 0755 when the owner may execute; directories 0755).",
     ),
 ]
