@@ -35,6 +35,7 @@ them; :func:`taskset_views` returns the views declared by the taskset's task rev
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -237,9 +238,7 @@ def _joined(parts: list[np.ndarray]) -> np.ndarray:
 
 def _distinct_names(ids: list[str], names: dict[str, str]) -> list[str]:
     """The label of each job id: its name, or ``name#id`` when jobs share the name."""
-    count: dict[str, int] = {}
-    for job in ids:
-        count[names[job]] = count.get(names[job], 0) + 1
+    count = Counter(names[job] for job in ids)
     return [names[j] if count[names[j]] == 1 or names[j] == j else f"{names[j]}#{j}" for j in ids]
 
 
@@ -253,12 +252,10 @@ def _record_jobs(
         return ids, np.zeros(len(table), np.int32)
     position = {job: i for i, job in enumerate(ids)}
     by_trial: dict[tuple[str, str], list[int]] = {}
-    for record in records:
+    for record in sorted(records, key=lambda r: r.job_id, reverse=True):  # pop(): job order
         by_trial.setdefault((record.task_name, record.trial_name), []).append(
             position[record.job_id]
         )
-    for jobs in by_trial.values():
-        jobs.sort(reverse=True)  # popped from the end: smallest job first
     tasks = table.tasks
     codes = [
         by_trial[(tasks[t], trial)].pop()
