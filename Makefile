@@ -1,16 +1,22 @@
 # casstore set-up. Needs only Python >= 3.12 and make: uv is bootstrapped into .tools/,
 # and uv never downloads a Python (UV_PYTHON_DOWNLOADS=never).
+# Set-up prints one line per step; a step's own output (pip's and uv's progress, warnings,
+# the packages installed) is shown only when the step fails, in full (scripts/quietly).
 SHELL := /bin/sh
 export UV_PYTHON_DOWNLOADS := never
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+export PIP_ROOT_USER_ACTION := ignore
 PYTHON := $(shell scripts/find-python)
 UV := .tools/bin/uv
 VENV := .venv
+QUIETLY := scripts/quietly
+PACKAGES := ls -d $(VENV)/lib/python*/site-packages/*.dist-info | wc -l
 PYTEST_ARGS ?=
 
 .PHONY: demo test lint bench bench-report clean
 
-demo: $(VENV)/.synced
-	$(VENV)/bin/casstore demo
+demo: $(VENV)/.runtime
+	@$(VENV)/bin/casstore demo
 
 test: $(VENV)/.synced
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
@@ -27,12 +33,22 @@ bench-report: $(VENV)/.synced
 	$(VENV)/bin/python -m benchmarks.report $(PYTEST_ARGS)
 
 $(UV):
-	"$(PYTHON)" -m venv .tools
-	.tools/bin/python -m pip install --quiet uv
+	@echo "casstore: bootstrapping uv into .tools/"
+	@$(QUIETLY) scripts/bootstrap-uv "$(PYTHON)"
+
+# The demo needs the runtime packages only; test, lint and bench the dev group too.
+# --inexact: a runtime sync leaves the dev packages of an earlier full sync in place.
+$(VENV)/.runtime: $(UV) pyproject.toml uv.lock
+	@printf '%s' "casstore: building .venv/ from uv.lock (runtime packages) ... "
+	@$(QUIETLY) $(UV) sync --frozen --no-dev --inexact --python "$(PYTHON)"
+	@echo "$$($(PACKAGES) | tr -d ' ') packages"
+	@touch $@
 
 $(VENV)/.synced: $(UV) pyproject.toml uv.lock
-	$(UV) sync --frozen --python "$(PYTHON)"
-	touch $@
+	@printf '%s' "casstore: building .venv/ from uv.lock (with the dev tools) ... "
+	@$(QUIETLY) $(UV) sync --frozen --python "$(PYTHON)"
+	@echo "$$($(PACKAGES) | tr -d ' ') packages"
+	@touch $@ $(VENV)/.runtime
 
 clean:
 	rm -rf .tools $(VENV)

@@ -17,6 +17,7 @@ from casstore.archive.compress import Compression, check_compression
 from casstore.archive.discover import DiscoveredTask, TaskCollection, discover
 from casstore.archive.formats import output_compression
 from casstore.archive.limits import Limits
+from casstore.archive.modes import Modes, check_modes
 from casstore.archive.pack import PackResult, pack_tree
 from casstore.archive.read import VerifyResult, extract_archive, verify_archive
 from casstore.comparison.api import compare
@@ -75,13 +76,17 @@ __all__ = [
 ]
 
 
-def discover_tasks(path: Path | str, limits: Limits | None = None) -> TaskCollection:
-    """The Harbor tasks at ``path``: one task directory, or a dataset directory of them
-    (``casstore publish`` discovers the same way). Every task is scanned with every packaging
-    check and carries its content digest. Raises :class:`~casstore.errors.UsageError` for a
-    path that is not a directory, the check errors of :mod:`casstore.errors` for a bad task
-    or dataset."""
-    return discover(arguments.path(path, "path"), arguments.limits(limits))
+def discover_tasks(
+    path: Path | str, limits: Limits | None = None, modes: Modes = "keep"
+) -> TaskCollection:
+    """The Harbor tasks at ``path``: one task directory, or a dataset directory of them (``casstore
+    publish`` discovers the same way). Every task is scanned with every packaging check and carries
+    its content digest, its modes recorded by ``modes`` (``keep`` or ``git``:
+    :mod:`casstore.archive.modes`; publication packs it the same way). Raises
+    :class:`~casstore.errors.UsageError` for a path that is not a directory, the check errors of
+    :mod:`casstore.errors` for a bad task or dataset."""
+    path, limits = arguments.path(path, "path"), arguments.limits(limits)
+    return discover(path, limits, check_modes(modes))
 
 
 def pack(
@@ -89,18 +94,20 @@ def pack(
     out: Path | str | BinaryIO | None,
     compression: Compression | None = None,
     limits: Limits | None = None,
+    modes: Modes = "keep",
 ) -> PackResult:
-    """Pack the task directory ``source`` into the archive ``out`` (a path, a binary file, or
-    None for the digests only); see :func:`casstore.archive.pack.pack_tree`. ``compression``
-    defaults to the one a path's name says (``.tar.gz``/``.tgz``, ``.tar.zst``, ``.tar``),
-    else gzip; UsageError for one other than gzip, zstd or none, or one the name contradicts
+    """Pack the task directory ``source`` into the archive ``out`` (a path, a binary file, or None
+    for the digests only), its modes recorded by ``modes`` (``keep``: as on disk; ``git``:
+    :mod:`casstore.archive.modes`); see :func:`casstore.archive.pack.pack_tree`. ``compression``
+    defaults to the one a path's name says (``.tar.gz``/``.tgz``, ``.tar.zst``, ``.tar``), else
+    gzip; UsageError for one other than gzip, zstd or none, or one the name contradicts
     (:func:`casstore.archive.formats.output_compression`)."""
-    source, out = arguments.path(source, "source"), arguments.output(out)
+    source, out, modes = arguments.path(source, "source"), arguments.output(out), check_modes(modes)
     if compression is not None:
         compression = check_compression(compression)
     if isinstance(out, Path):
         compression = output_compression(out, compression)
-    return pack_tree(source, out, compression or "gzip", arguments.limits(limits))
+    return pack_tree(source, out, compression or "gzip", arguments.limits(limits), modes)
 
 
 def verify(
@@ -130,18 +137,19 @@ def pack_into(
     out_dir: Path | str,
     compression: Compression = "gzip",
     limits: Limits | None = None,
+    modes: Modes = "keep",
 ) -> Iterator[Outcome[PackResult]]:
-    """Pack each task directory of ``sources`` into the folder ``out_dir`` (made when
-    missing) as ``<task dir name>.tar.gz`` (``.tar.zst``, ``.tar``): one
-    :class:`~casstore.archive.batch.Outcome` per task, in order, as the iterator is consumed;
-    a task that fails does not stop the others. Two tasks that would get the same file name,
-    or a folder that cannot be made, are a :class:`~casstore.errors.UsageError` before any
-    work. See :func:`casstore.archive.batch.pack_into`; ``casstore pack DIR... -o OUTDIR``
-    runs it."""
+    """Pack each task directory of ``sources`` into the folder ``out_dir`` (made when missing) as
+    ``<task dir name>.tar.gz`` (``.tar.zst``, ``.tar``): one
+    :class:`~casstore.archive.batch.Outcome` per task, in order, as the iterator is consumed; a task
+    that fails does not stop the others; ``modes`` as :func:`pack` takes it. Two tasks that would
+    get the same file name, or a folder that cannot be made, are a
+    :class:`~casstore.errors.UsageError` before any work. See
+    :func:`casstore.archive.batch.pack_into`; ``casstore pack DIR... -o OUTDIR`` runs it."""
     paths = [Path(item) for item in arguments.paths(sources, "sources")]
     folder = arguments.path(out_dir, "out_dir")
-    compression = check_compression(compression)
-    return batch.pack_into(paths, folder, compression, arguments.limits(limits))
+    compression, modes = check_compression(compression), check_modes(modes)
+    return batch.pack_into(paths, folder, compression, arguments.limits(limits), modes)
 
 
 def extract(
@@ -172,17 +180,19 @@ def publish(
     name: str | None = None,
     *,
     progress: Progress = NO_PROGRESS,
+    modes: Modes | None = None,
     **options: Any,
 ) -> list[PublishResult]:
     """Publish ``tasks`` (one discovered task, several, or a task / dataset directory
-    discovered first) into ``store``, each under its default name (``name`` for a single
-    task) with ``options`` as :meth:`Store.publish` takes them (``workspace``, ``fileset``,
-    ``prefix``, ``compression``, ``create``, ``limits``); identical content returns the
-    existing revision. One :class:`PublishResult` per task, in order. Raises as
+    discovered first, its modes recorded by ``modes``: :func:`discover_tasks`) into
+    ``store``, each under its default name (``name`` for a single task) with ``options`` as
+    :meth:`Store.publish` takes them (``workspace``, ``fileset``, ``prefix``,
+    ``compression``, ``create``, ``limits``); identical content returns the existing
+    revision. One :class:`PublishResult` per task, in order. Raises as
     :meth:`Store.publish`, and :class:`~casstore.errors.UsageError` for ``name`` with
-    several tasks."""
+    several tasks or a ``modes`` other than the one a task given was discovered with."""
     store = check_store(store)
-    found = discover(Path(tasks)) if arguments.is_path(tasks) else arguments.tasks(tasks)
+    found = _publishable(tasks, None if modes is None else check_modes(modes))
     if name is not None and len(found) != 1:
         given = f"{len(found)} tasks were given" if found else "no task was given"
         raise UsageError("name", f"{name!r} names a single task, and {given}")
@@ -192,6 +202,20 @@ def publish(
         results.append(store.publish(task, name, **options))
         progress.advance(task.id)
     return results
+
+
+def _publishable(
+    tasks: Path | str | DiscoveredTask | Iterable[DiscoveredTask], modes: Modes | None
+) -> Sequence[DiscoveredTask]:
+    """The tasks :func:`publish` publishes: ``tasks`` discovered (a path) or checked."""
+    if arguments.is_path(tasks):
+        return discover(Path(tasks), None, modes or "keep")
+    found = arguments.tasks(tasks)
+    for task in found:
+        if modes is not None and task.modes != modes:
+            rule = f"{task.id} was discovered with modes {task.modes!r}, not {modes!r}"
+            raise UsageError("modes", f"{rule} (discover_tasks(..., modes={modes!r}))")
+    return found
 
 
 def create_taskset(
@@ -272,12 +296,19 @@ def rescore(
     check_options(**options)
     chosen = arguments.views(views)
     declared = list(load_views(chosen) if isinstance(chosen, Path) else chosen or [])
-    table = load_sources(found, opened, reward_key, progress)
+    table, origins = load_sources(found, opened, reward_key, progress)
     if taskset is not None:
         names = {view.name for view in declared}
         items = check_taskset(table, opened, arguments.text(taskset, "taskset"))
         declared += [view for view in taskset_views(items) if view.name not in names]
-    return score(table, reward_key=reward_key, group_by=group_by, views=declared, **options)
+    return score(
+        table,
+        reward_key=reward_key,
+        group_by=group_by,
+        views=declared,
+        origins=origins,
+        **options,
+    )
 
 
 def fsck(store: Store, progress: Progress = NO_PROGRESS) -> FsckReport:

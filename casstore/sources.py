@@ -1,7 +1,8 @@
 """Where trials come from: job directories, ``trials.jsonl`` files, imported jobs, tasksets.
 
 :func:`load_sources` turns ``casstore rescore SOURCE...`` arguments into one
-:class:`~casstore.table.columns.RewardTable`:
+:class:`~casstore.table.columns.RewardTable` and, beside it, where each row came from (its
+``origins``, what ``--group-by job,source`` groups by: :class:`Loaded`):
 
 * an existing directory: the Harbor job directories in it (``casstore.trials.find_jobs``),
   each parsed directly (``read_job``) with ``reward_key`` (default ``reward``);
@@ -16,6 +17,11 @@ A SOURCE that looks like a path (holds ``/`` or ends with ``.jsonl``) but does n
 is an existing file that is no imported job's name either, saying it holds no trials (and
 naming a Terminal-Bench 1 ``results.json`` as such: ``casstore.trials.find.not_a_job_file``).
 
+A row's ``source`` is the SOURCE argument it came from, as given; its ``job`` the name of its
+job: an imported job's registered name, a job directory's name, a trials file's job id (two
+jobs of one name are told apart as ``name#id``). A job directory or imported job holds one job;
+a trials file's rows are matched to their jobs by task and trial name.
+
 All sources must agree on the primary reward key (:func:`casstore.table.concat.concat_tables`
 refuses a mix). Each trial (job id + trial name) may be given once: the same trial reached
 twice (the same job directory named twice, an imported job plus its own job directory or
@@ -29,9 +35,11 @@ them; :func:`taskset_views` returns the views declared by the taskset's task rev
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,11 +48,25 @@ from casstore.progress import NO_PROGRESS, Progress
 from casstore.store import Store, TaskRevision
 from casstore.table.columns import RewardTable
 from casstore.table.concat import concat_tables
-from casstore.trials import Jobs, find_jobs, read_job, read_trials_jsonl, table_from_records
+from casstore.trials import (
+    Jobs,
+    TrialRecord,
+    find_jobs,
+    read_job,
+    read_trials_jsonl,
+    table_from_records,
+)
 from casstore.trials.find import not_a_job_file, subdir_names
 from scoring import View, parse_views
 
-__all__ = ["StoreArgument", "check_taskset", "load_sources", "open_store", "taskset_views"]
+__all__ = [
+    "Loaded",
+    "StoreArgument",
+    "check_taskset",
+    "load_sources",
+    "open_store",
+    "taskset_views",
+]
 
 
 type StoreArgument = Store | Path | str
@@ -68,13 +90,23 @@ def _opened(store: StoreArgument) -> Iterator[Store]:
         yield opened
 
 
+class Loaded(NamedTuple):
+    """The trials of the sources: one ``table``, and the ``origins`` of its rows
+    (``{"source": (codes, labels), "job": (codes, labels)}``, codes int32[n]; ``job`` absent
+    when a job directory or imported job held several jobs) for :func:`scoring.score`."""
+
+    table: RewardTable
+    origins: dict[str, tuple[np.ndarray, list[str]]]
+
+
 def load_sources(
     sources: Sequence[str | Path],
     store: StoreArgument,
     reward_key: str | None = None,
     progress: Progress = NO_PROGRESS,
-) -> RewardTable:
-    """The trials of every source, as one table (see the module docstring); ``store`` is read
+) -> Loaded:
+    """The trials of every source, as one table with its rows' origins (see the module
+    docstring); ``store`` is read
     only for imported jobs (a root is opened once, for the first of them). ``progress``:
     ``start(trial directories of the job directories given)``, then ``advance`` per trial
     directory read (imported jobs and trials files are read whole, unreported).
@@ -83,6 +115,7 @@ def load_sources(
     path-like source does not exist.
     """
     tables: list[RewardTable] = []
+    origins = _Origins()
     trials = _TrialSources()
     listings = _listings(sources)
     if listings:
@@ -92,15 +125,21 @@ def load_sources(
         for source in sources:
             path = Path(source)
             if path.is_dir():
-                tables += _job_directories(path, reward_key, trials, listings, progress)
+                for job, table in _job_directories(path, reward_key, trials, listings, progress):
+                    origins.add(str(source), table, job.name)
+                    tables.append(table)
             elif path.suffix == ".jsonl" and path.exists():  # a FIFO too: refused as one
-                tables.append(_trials_file(path, trials))
+                table, records = _trials_file(path, trials)
+                origins.add(str(source), table, None, records)
+                tables.append(table)
             else:
                 with _lookup(source, (UsageError, UnknownReferenceError)):
                     if opened is None:
                         opened = stack.enter_context(_opened(store))
-                    tables.append(_imported_job(opened, str(source), trials))
-    return concat_tables(tables)
+                    table, name = _imported_job(opened, str(source), trials)
+                    origins.add(str(source), table, name)
+                    tables.append(table)
+    return Loaded(concat_tables(tables), origins.columns())
 
 
 def _listings(sources: Sequence[str | Path]) -> dict[Path, list[str]]:
@@ -115,33 +154,114 @@ def _job_directories(
     trials: _TrialSources,
     listings: dict[Path, list[str]],
     progress: Progress,
-) -> list[RewardTable]:
-    """The table of every Harbor job directory at ``path`` (parsed directly)."""
+) -> list[tuple[Path, RewardTable]]:
+    """Every Harbor job directory at ``path`` with its table (parsed directly)."""
     tables = []
     for job in find_jobs([path]):
         table = read_job(
             job, reward_key or "reward", trial_dirs=listings.get(job), progress=progress.advance
         ).table
         trials.add(str(job), _by_job(table))
-        tables.append(table)
+        tables.append((job, table))
     return tables
 
 
-def _trials_file(path: Path, trials: _TrialSources) -> RewardTable:
-    """The table of the saved trials in ``path`` (a ``trials.jsonl``; their reward key)."""
+def _trials_file(path: Path, trials: _TrialSources) -> tuple[RewardTable, list[TrialRecord]]:
+    """The table of the saved trials in ``path`` (a ``trials.jsonl``; their reward key), and
+    the records."""
     key, records = read_trials_jsonl(path)
     by_job: dict[str, list[str]] = {}
     for record in records:
         by_job.setdefault(record.job_id, []).append(record.trial_name)
     trials.add(str(path), by_job, unique=False)
-    return table_from_records(records, key)
+    return table_from_records(records, key), records
 
 
-def _imported_job(store: Store, source: str, trials: _TrialSources) -> RewardTable:
-    """The table of the job imported in ``store`` under the id or name ``source``."""
-    table = Jobs(store).reward_table(source)
+def _imported_job(store: Store, source: str, trials: _TrialSources) -> tuple[RewardTable, str]:
+    """The table of the job imported in ``store`` under the id or name ``source``, and the
+    job's registered name."""
+    jobs = Jobs(store)
+    table = jobs.reward_table(source)
     trials.add(f"imported job {source}", _by_job(table))
-    return table
+    return table, jobs.get(source).name
+
+
+class _Origins:
+    """Where the rows of each table came from, table after table (see the module docstring):
+    :meth:`columns` gives them as :class:`Loaded` holds them."""
+
+    def __init__(self) -> None:
+        self._sources: list[tuple[str, int]] = []  # (source, rows) per table
+        self._jobs: list[tuple[list[str], np.ndarray] | None] = []  # (job ids, codes)
+        self._names: dict[str, str] = {}  # job id → name, the first one given
+
+    def add(
+        self,
+        source: str,
+        table: RewardTable,
+        name: str | None,
+        records: Sequence[TrialRecord] | None = None,
+    ) -> None:
+        """The rows of ``table`` came from ``source``: all of the job ``name`` (a directory or
+        an imported job), or each of its record's job (a trials file's ``records``)."""
+        self._sources.append((source, len(table)))
+        jobs = None  # several jobs and no record per row: the rows' jobs are not known
+        if records is not None:
+            jobs = _record_jobs(table, records)
+        elif len(table.jobs) == 1:
+            jobs = (list(table.jobs), np.zeros(len(table), np.int32))
+        self._jobs.append(jobs)
+        for job in jobs[0] if jobs else ():
+            self._names.setdefault(job, name or job)
+
+    def columns(self) -> dict[str, tuple[np.ndarray, list[str]]]:
+        """``{"source": ..., "job": ...}``: codes int32[n] and labels (no ``job`` when a
+        table's rows are not known by job)."""
+        labels = list(dict.fromkeys(source for source, _ in self._sources))
+        at = {label: i for i, label in enumerate(labels)}
+        codes = [np.full(rows, at[source], np.int32) for source, rows in self._sources]
+        columns = {"source": (_joined(codes), labels)}
+        if all(part is not None for part in self._jobs):
+            ids = list(self._names)
+            position = {job: i for i, job in enumerate(ids)}
+            parts = [
+                np.array([position[j] for j in names], np.int32)[c]
+                for names, c in filter(None, self._jobs)
+            ]
+            columns["job"] = (_joined(parts), _distinct_names(ids, self._names))
+        return columns
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, np.int32)
+
+
+def _distinct_names(ids: list[str], names: dict[str, str]) -> list[str]:
+    """The label of each job id: its name, or ``name#id`` when jobs share the name."""
+    count = Counter(names[job] for job in ids)
+    return [names[j] if count[names[j]] == 1 or names[j] == j else f"{names[j]}#{j}" for j in ids]
+
+
+def _record_jobs(
+    table: RewardTable, records: Sequence[TrialRecord]
+) -> tuple[list[str], np.ndarray]:
+    """The job of each row of the table of a trials file's ``records``: the record of its
+    task and trial name (rows of one task and name are in job order, as the records')."""
+    ids = sorted({record.job_id for record in records})
+    if len(ids) == 1:
+        return ids, np.zeros(len(table), np.int32)
+    position = {job: i for i, job in enumerate(ids)}
+    by_trial: dict[tuple[str, str], list[int]] = {}
+    for record in sorted(records, key=lambda r: r.job_id, reverse=True):  # pop(): job order
+        by_trial.setdefault((record.task_name, record.trial_name), []).append(
+            position[record.job_id]
+        )
+    tasks = table.tasks
+    codes = [
+        by_trial[(tasks[t], trial)].pop()
+        for t, trial in zip(table.task.tolist(), table.trials, strict=True)
+    ]
+    return ids, np.array(codes, np.int32)
 
 
 @contextmanager

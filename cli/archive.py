@@ -16,7 +16,7 @@ import typer
 
 from casstore.archive.formats import Compression
 from casstore.errors import CheckError
-from cli.options import DestArgument, JsonOption, LimitOption, limits_from
+from cli.options import DestArgument, JsonOption, LimitOption, ModesOption, limits_from
 from cli.output import emit_json, fail, out_console, print_lines, printable_values
 
 if TYPE_CHECKING:
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from casstore.archive.batch import Outcome
     from casstore.archive.limits import Limits
+    from casstore.archive.modes import Modes
     from casstore.archive.pack import PackResult
     from casstore.archive.read import VerifyResult
 
@@ -60,6 +61,7 @@ def pack(
         ),
     ],
     compression: PackCompressionOption = None,
+    modes: ModesOption = "keep",
     limit: LimitOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -70,13 +72,14 @@ def pack(
     -o OUTDIR: the compression -c says, default gzip."""
     if len(task_dirs) > 1 or output.is_dir():
         chosen = compression or "gzip"
-        raise typer.Exit(_pack_many(task_dirs, output, chosen, limits_from(limit), json))
+        limits = limits_from(limit)
+        raise typer.Exit(_pack_many(task_dirs, output, chosen, limits, modes, json))
     from casstore.archive.formats import output_compression
     from casstore.archive.pack import pack_tree  # here: for start-up time
 
     task_dir = task_dirs[0]
     compression = output_compression(output, compression)
-    result = pack_tree(task_dir, output, compression, limits_from(limit))
+    result = pack_tree(task_dir, output, compression, limits_from(limit), modes)
     if json:
         emit_json(result.to_json())
         return
@@ -139,7 +142,12 @@ def _verify_many(archives: list[Path], expect: str | None, limits: Limits, json:
 
 
 def _pack_many(
-    task_dirs: list[Path], folder: Path, compression: Compression, limits: Limits, json: bool
+    task_dirs: list[Path],
+    folder: Path,
+    compression: Compression,
+    limits: Limits,
+    modes: Modes,
+    json: bool,
 ) -> int:
     """``pack`` into the folder ``folder``: one line (or JSON object) per task, in order;
     returns the exit status of the worst."""
@@ -155,7 +163,8 @@ def _pack_many(
     def named(outcome: Outcome[PackResult]) -> dict[str, object]:
         return {"source": str(outcome.source), "archive": str(outcome.archive)}
 
-    return _report_each(pack_into(task_dirs, folder, compression, limits), named, {}, line, json)
+    packed = pack_into(task_dirs, folder, compression, limits, modes)
+    return _report_each(packed, named, {}, line, json)
 
 
 def _report_each[R: (PackResult, VerifyResult)](

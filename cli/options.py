@@ -15,6 +15,7 @@ import typer
 
 from casstore.archive.formats import Compression
 from casstore.archive.limits import Limits
+from casstore.archive.modes import Modes
 from casstore.bounds import decimal
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "JsonOption",
     "LimitOption",
     "LongOption",
+    "ModesOption",
     "decimal_option",
     "limits_from",
 ]
@@ -54,6 +56,14 @@ def decimal_option(name: str, help: str) -> typer.models.OptionInfo:
 CompressionOption = Annotated[
     Compression,
     typer.Option("--compression", "-c", help="gzip (default), zstd, or none (plain tar)."),
+]
+ModesOption = Annotated[
+    Modes,
+    typer.Option(
+        "--modes",
+        help="The mode bits archived: keep (as on disk: a checkout's umask counts) or git "
+        "(files 0644, or 0755 when the owner may execute; directories 0755).",
+    ),
 ]
 DestArgument = Annotated[
     Path,

@@ -16,6 +16,7 @@ from casstore.errors import UsageError
 
 if TYPE_CHECKING:
     from casstore.archive.discover import DiscoveredTask, TaskCollection
+    from casstore.archive.modes import Modes
     from casstore.progress import Progress
     from casstore.store import PublishResult, TasksetResult
 
@@ -28,15 +29,15 @@ __all__ = ["Continued", "check_distinct", "check_names", "datasets_of", "publish
 
 
 def datasets_of(
-    path: Path, name: str | None, taskset: str | None, recursive: bool
+    path: Path, name: str | None, taskset: str | None, recursive: bool, modes: Modes = "keep"
 ) -> list[Dataset]:
     """What ``publish`` publishes: the tasks of ``path`` (pinned in ``taskset``, if any), or
     with ``recursive`` each dataset of the folder ``path`` (pinned in a taskset named after
-    its directory)."""
+    its directory); discovered with the ``modes`` rule."""
     from casstore.archive.discover import discover, discover_datasets
 
     if not recursive:
-        tasks = discover(path)
+        tasks = discover(path, None, modes)
         if name is not None and len(tasks) != 1:
             raise UsageError(str(path), "--name needs a single task")
         return [(path, tasks, taskset)]
@@ -44,7 +45,8 @@ def datasets_of(
         raise UsageError("--taskset", "--recursive names a taskset after each dataset")
     if name is not None:
         raise UsageError("--name", "--recursive publishes datasets, --name a single task")
-    return [(directory, tasks, directory.name) for directory, tasks in discover_datasets(path)]
+    found = discover_datasets(path, None, modes)
+    return [(directory, tasks, directory.name) for directory, tasks in found]
 
 
 def check_distinct(tasks: Sequence[DiscoveredTask], name: str | None, workspace: str) -> None:

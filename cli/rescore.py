@@ -24,8 +24,8 @@ Options:
   :mod:`scoring._metric_script`);
 * ``--metric-timeout SECONDS``: how long each metric.py may run before its process group is
   killed (default 60; a number > 0, at most 86400: a day);
-* ``--group-by FIELDS``: comma-separated distinct fields among agent, model, dataset; ``""``
-  means no groups;
+* ``--group-by FIELDS``: comma-separated distinct fields among agent, model, dataset, job and
+  source (where each trial came from: :mod:`casstore.sources`); ``""`` means no groups;
 * ``--taskset REF``: checks the trials against a stored taskset (unknown trial tasks and taskset
   tasks without trials are errors) and applies the views its task revisions declare;
 * ``--views FILE``: a TOML or JSON view file (:mod:`scoring._views`);
@@ -278,7 +278,8 @@ GroupByOption = Annotated[
     str,
     typer.Option(
         "--group-by",
-        help="Distinct group fields among agent, model, dataset ('' for no groups).",
+        help="Distinct group fields among agent, model, dataset, job (its name) and source "
+        "(the SOURCE as given); '' for no groups.",
     ),
 ]
 _DEFAULT_GROUP_BY = ",".join(DEFAULT_GROUP_BY)

@@ -26,6 +26,7 @@ from cli.options import (
     GlobalOptions,
     JsonOption,
     LongOption,
+    ModesOption,
     decimal_option,
 )
 from cli.output import emit_json, empty_listing, out_console, print_lines, progress_bar, shown
@@ -79,6 +80,7 @@ def publish(
         ),
     ] = False,
     compression: CompressionOption = "gzip",
+    modes: ModesOption = "keep",
     long: LongOption = False,
     json: JsonOption = False,
 ) -> None:
@@ -86,7 +88,7 @@ def publish(
     from casstore import api
     from cli.publishing import Continued, check_distinct, check_names, datasets_of, published_json
 
-    datasets = datasets_of(path, name, taskset, recursive)
+    datasets = datasets_of(path, name, taskset, recursive, modes)
     for _, tasks, named in datasets:
         check_names(tasks, name, workspace, fileset, prefix, named)
     check_distinct([task for _, tasks, _ in datasets for task in tasks], name, workspace)

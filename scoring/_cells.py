@@ -1,11 +1,13 @@
-"""Cells: the (task, agent, model, dataset) combinations the rows of a reward table fall into.
+"""Cells: the (task, agent, model, dataset, job, source) combinations of a reward table's rows.
 
 A cell is keyed by one int64 per row, the mixed-radix number of its labels' ranks (labels in
 sorted order, the ones no row uses dropped; a field with a single label adds nothing to the
 key): :class:`CellKey`. :class:`CellRows` groups the rows by key, as contiguous segments when
 the rows are already in key order (tables sorted by task), else by an inverse index, and sums
 per-row weights per cell. :func:`encode` and :func:`decode` move between a cell's label
-indices (int32[C, 4]) and its key.
+indices (int32[C, 6]) and its key. ``job`` and ``source`` are not columns of the table: they
+come beside it (:data:`Origins`), and only when a report groups by them; otherwise each is one
+empty label, which adds nothing to the key (the cells are then those of the other fields).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,9 +23,13 @@ import numpy as np
 from casstore.table.columns import RewardTable
 from casstore.table.npz import Strings, as_str_array
 
-__all__ = ["CELL_FIELDS", "CellKey", "CellRows", "decode", "encode"]
+__all__ = ["CELL_FIELDS", "CellKey", "CellRows", "Origins", "decode", "encode"]
 
-CELL_FIELDS: tuple[str, ...] = ("task", "agent", "model", "dataset")
+CELL_FIELDS: tuple[str, ...] = ("task", "agent", "model", "dataset", "job", "source")
+
+type Origins = Mapping[str, tuple[np.ndarray, Sequence[str]]]
+"""Labels of the table's rows that the table does not hold, by field (``job``, ``source``):
+``(codes int32[n], labels)``, ``codes`` indexing ``labels``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +47,14 @@ class CellKey:
     key: np.ndarray
 
     @classmethod
-    def of(cls, table: RewardTable) -> CellKey:
-        """The cell keys of the rows of ``table``."""
+    def of(cls, table: RewardTable, origins: Origins | None = None) -> CellKey:
+        """The cell keys of the rows of ``table``, split by the ``origins`` given too."""
         columns = [table.task, table.agent, table.model, table.dataset]
-        label_lists = [table.tasks, table.agents, table.models, table.datasets]
+        label_lists: list[Sequence[str]] = [table.tasks, table.agents, table.models, table.datasets]
+        for name in CELL_FIELDS[4:]:
+            codes, names = (origins or {}).get(name) or (np.zeros(len(table), np.int32), [""])
+            columns.append(codes)
+            label_lists.append(names)
         labels: dict[str, Sequence[str]] = {}
         key: np.ndarray | None = None
         sizes = []

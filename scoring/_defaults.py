@@ -7,13 +7,19 @@ __all__ = [
     "DEFAULT_GROUP_BY",
     "DEFAULT_METRIC_TIMEOUT",
     "GROUP_FIELDS",
+    "ORIGIN_FIELDS",
     "STATUS_HELP",
     "STATUS_MEANINGS",
 ]
 
-GROUP_FIELDS = ("agent", "model", "dataset")
+ORIGIN_FIELDS = ("job", "source")
+"""The group fields a reward table's rows do not carry: where each trial came from, given
+beside the table (:data:`scoring._cells.Origins`): ``job`` the job's name (an imported job's
+registered name, a job directory's name; its id when two jobs share one), ``source`` the
+SOURCE argument of ``rescore`` as given."""
+GROUP_FIELDS = ("agent", "model", "dataset", *ORIGIN_FIELDS)
 """The fields trials can be grouped by."""
-DEFAULT_GROUP_BY: tuple[str, ...] = GROUP_FIELDS
+DEFAULT_GROUP_BY: tuple[str, ...] = ("agent", "model", "dataset")
 DEFAULT_METRIC_TIMEOUT = 60.0
 """Seconds a metric.py may run before its process group is killed."""
 

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from casstore.table.columns import RewardTable
-from scoring._defaults import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, GROUP_FIELDS
+from scoring._cells import Origins
+from scoring._defaults import DEFAULT_GROUP_BY, DEFAULT_METRIC_TIMEOUT, GROUP_FIELDS, ORIGIN_FIELDS
 from scoring._errors import ScoringError
 from scoring._harbor_metrics import metric_name
 from scoring._harbor_parity import harbor_parity
@@ -43,10 +44,34 @@ def _check_group_by(group_by: Sequence[str]) -> list[str]:
     fields = [name for name in group_by if name]
     for name in fields:
         if name not in GROUP_FIELDS:
-            raise ScoringError(
-                None, f"cannot group by {name!r} (choose from agent, model, dataset)"
-            )
+            choices = ", ".join(GROUP_FIELDS)
+            raise ScoringError(None, f"cannot group by {name!r} (choose from {choices})")
     return fields
+
+
+def _origins(table: RewardTable, fields: list[str], origins: Origins | None) -> Origins:
+    """The ``origins`` of the rows for the origin fields among ``fields`` (job, source), only
+    those (the others do not split cells). A table of one job needs none for ``job``: its
+    id labels every row. ScoringError for a field neither given nor so known."""
+    chosen: dict[str, tuple[np.ndarray, Sequence[str]]] = {}
+    for name in fields:
+        if name not in ORIGIN_FIELDS:
+            continue
+        given = (origins or {}).get(name)
+        if given is None and name == "job" and len(table.jobs) == 1:
+            given = (np.zeros(len(table), np.int32), list(table.jobs))
+        if given is None:
+            rule = f"the {name} of each trial is not known here (casstore.rescore gives it)"
+            raise ScoringError(None, f"cannot group by {name!r}: {rule}")
+        codes, labels = given
+        if codes.shape != (len(table),) or (
+            codes.size and not 0 <= codes.min() <= codes.max() < len(labels)
+        ):
+            raise ScoringError(
+                None, f"{name} labels: expected {len(table)} codes into {len(labels)} labels"
+            )
+        chosen[name] = given
+    return chosen
 
 
 def _reduce(arrays: list[np.ndarray], starts: np.ndarray) -> list[np.ndarray]:
@@ -222,12 +247,15 @@ def score(
     views: Sequence[View] | Path | str | None = None,
     metric_timeout: float = DEFAULT_METRIC_TIMEOUT,
     harbor: bool = True,
+    origins: Origins | None = None,
 ) -> ScoreReport:
     """Score every trial of ``table``.
 
     ``reward_key`` (optional) must match the table's; ``ks`` (integers >= 1) defaults to 1, 2,
     4, 8, … and 5, 10, … up to the largest attempt count; ``threshold`` (finite) decides
-    success (primary >= it); ``group_by`` ⊆ (agent, model, dataset); ``metrics`` are Harbor
+    success (primary >= it); ``group_by`` ⊆ (agent, model, dataset, job, source), job and
+    source labelled by ``origins`` (``{field: (codes int32[n], labels)}``; ``job`` of a table of
+    one job: its id when not given); ``metrics`` are Harbor
     metrics (``mean``, ``sum``, ``min``, ``max``) or paths of existing ``metric.py`` scripts,
     each run at most ``metric_timeout`` seconds (> 0); ``views`` a list of
     :class:`~scoring._views.View` or a view file. ``harbor=False`` skips the parity outputs.
@@ -243,7 +271,7 @@ def score(
         )
     if isinstance(views, str | Path):
         views = load_views(views)
-    _check_group_by(group_by)  # usage errors first, before a metric script is started
+    chosen = _origins(table, _check_group_by(group_by), origins)  # before a metric script starts
     check_options(ks=ks, threshold=threshold, metrics=metrics, metric_timeout=metric_timeout)
     check_primary_held(table)
     with ThreadPoolExecutor(3, thread_name_prefix="casstore-score") as pool:
@@ -252,7 +280,7 @@ def score(
         parity = pool.submit(harbor_parity, table, metrics, metric_timeout) if harbor else None
         with np.errstate(over="ignore", invalid="ignore"):  # huge rewards: inf, not warnings
             rules = apply_rules(table)
-            partials = Partials.from_table(table, rules, threshold)
+            partials = Partials.from_table(table, rules, threshold, chosen)
             diagnostics = pool.submit(_quiet, lambda: rules.diagnostics)
             report = summarize(partials, ks=ks, group_by=group_by, pool=pool)
         report.diagnostics = diagnostics.result()

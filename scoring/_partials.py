@@ -1,6 +1,7 @@
 """Mergeable per-cell partial aggregates: what a shard of trials contributes to a report.
 
-A *cell* is one (task, agent, model, dataset) combination. Per cell (``C`` cells, ``O`` outputs:
+A *cell* is one (task, agent, model, dataset, job, source) combination (``job`` and
+``source`` only when given: :data:`scoring._cells.Origins`). Per cell (``C`` cells, ``O`` outputs:
 the primary first, then the secondary keys in sorted order) a :class:`Partials` holds
 
 ==============  ==============  ===============================================================
@@ -39,7 +40,7 @@ import numpy as np
 
 from casstore.table.columns import Flag, RewardTable
 from scoring._cell_counts import CellCounts, cell_counts
-from scoring._cells import CELL_FIELDS, CellKey, CellRows, decode, encode
+from scoring._cells import CELL_FIELDS, CellKey, CellRows, Origins, decode, encode
 from scoring._errors import ScoringError
 from scoring._exact_sum import binary
 from scoring._interval import Scale, scale_of
@@ -91,14 +92,17 @@ class Partials:
         return int(self.cell.shape[0])
 
     @classmethod
-    def from_table(cls, table: RewardTable, rules: Attempts, threshold: float) -> Partials:
-        """Reduce every row of ``table`` (with its decided ``rules``) into cells.
+    def from_table(
+        cls, table: RewardTable, rules: Attempts, threshold: float, origins: Origins | None = None
+    ) -> Partials:
+        """Reduce every row of ``table`` (with its decided ``rules``) into cells (split by the
+        ``origins`` of its rows too, when given).
 
         The integer counts come from one packed word per row (:mod:`scoring._cell_counts`): a
         lookup table over the row's rule codes gives every count bit-field at once, so a single
         reduction per word counts them all; the float sums are reduced column by column.
         """
-        key = CellKey.of(table)
+        key = CellKey.of(table, origins)
         rows = CellRows.of(key)
         counts = cell_counts(rules, table, threshold, rows)
         status = _status(counts, rows.sizes)

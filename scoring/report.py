@@ -42,7 +42,8 @@ measured, fewer than two clusters), never 0::
         "failure_codes": {"<code>": n, ...},           # import failure code → trials
         "errored_attempts": 21                          # attempts with an exception
       },
-      "groups": [{"labels": {"agent": ..., "model": ..., "dataset": ...},
+      "groups": [{"labels": {"agent": ..., "model": ..., "dataset": ...},  # the group_by
+                                                 # fields (also job, source: casstore.sources)
                   "counts": {...}, "resolve_rate": ..., "outputs": {...},
                   "pass_at_k": {...}, "pass_hat_k": {...}}],
       "tasks": [{"task": str, "attempts": int, "successes": int, "counts": {...},

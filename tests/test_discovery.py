@@ -133,8 +133,8 @@ def test_collection_reiterable_indexable_sliceable(tmp_path: Path) -> None:
     assert isinstance(part, TaskCollection) and [t.id for t in part] == ["b", "c"]
     plain = tasks.without_source_dir()
     assert all(type(p) is PlainTask for p in plain)
-    assert "source_dir" not in plain[0].model_dump()
-    assert plain[0].model_dump() == tasks[0].model_dump(exclude={"source_dir"})
+    assert "source_dir" not in plain[0].model_dump() and "modes" not in plain[0].model_dump()
+    assert plain[0].model_dump() == tasks[0].model_dump(exclude={"source_dir", "modes"})
     with pytest.raises(ValueError):
         PlainTask.model_validate(tasks[0].model_dump())
     assert isinstance(tasks[0], DiscoveredTask)

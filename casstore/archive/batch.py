@@ -18,6 +18,7 @@ from pathlib import Path
 
 from casstore.archive.formats import SUFFIXES, Compression
 from casstore.archive.limits import Limits
+from casstore.archive.modes import Modes
 from casstore.archive.pack import PackResult, pack_tree
 from casstore.archive.read import VerifyResult, verify_archive
 from casstore.errors import CasstoreError, UsageError, failed_os_call
@@ -96,27 +97,31 @@ def pack_into(
     out_dir: Path,
     compression: Compression = "gzip",
     limits: Limits | None = None,
+    modes: Modes = "keep",
 ) -> Iterator[Outcome[PackResult]]:
-    """Pack each task directory of ``sources`` into ``out_dir`` as :func:`archive_paths`
-    names them; an existing file of that name is replaced, as :func:`pack_tree` does. The
-    folder is made when missing (its parent must exist; it may not be inside a source). The
-    names and the folder are checked, and the folder made, before this returns (UsageError);
-    the packing is done as the iterator is consumed, one :class:`Outcome` per source, in
-    order."""
+    """Pack each task directory of ``sources`` into ``out_dir`` as :func:`archive_paths` names them,
+    its modes by ``modes`` (:mod:`casstore.archive.modes`); an existing file of that name is
+    replaced, as :func:`pack_tree` does. The folder is made when missing (its parent must exist; it
+    may not be inside a source). The names and the folder are checked, and the folder made, before
+    this returns (UsageError); the packing is done as the iterator is consumed, one :class:`Outcome`
+    per source, in order."""
     outputs = archive_paths(sources, out_dir, compression)
     folder = Path(os.path.abspath(out_dir)).resolve()
     for source in sources:
         if folder.is_relative_to(Path(os.path.abspath(source)).resolve()):
             raise UsageError(str(out_dir), f"the output folder is inside the task {source}")
     _make_folder(out_dir)
-    return _pack_each(list(zip(sources, outputs, strict=True)), compression, limits)
+    pairs = list(zip(sources, outputs, strict=True))
+    return _pack_each(
+        pairs, partial(pack_tree, compression=compression, limits=limits, modes=modes)
+    )
 
 
 def _pack_each(
-    pairs: list[tuple[Path, Path]], compression: Compression, limits: Limits | None
+    pairs: list[tuple[Path, Path]], pack: Callable[[Path, Path], PackResult]
 ) -> Iterator[Outcome[PackResult]]:
     for source, output in pairs:
-        yield _attempt(source, output, partial(pack_tree, source, output, compression, limits))
+        yield _attempt(source, output, partial(pack, source, output))
 
 
 def _make_folder(folder: Path) -> None:

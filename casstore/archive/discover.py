@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from casstore.archive.layout import TaskLayout
 from casstore.archive.limits import Limits
+from casstore.archive.modes import Modes
 from casstore.archive.pack import write_archive
 from casstore.archive.scan import SourceTree, scan_tree
 from casstore.errors import EntryTypeError, SourceChangedError, TaskFormatError, UsageError
@@ -73,13 +74,15 @@ class PlainTask(BaseModel):
 
 
 class DiscoveredTask(PlainTask):
-    """A discovered task: :class:`PlainTask` plus ``source_dir`` (absolute path)."""
+    """A discovered task: :class:`PlainTask` plus ``source_dir`` (absolute path) and the
+    ``modes`` rule it was packed with (publication packs it again with the same)."""
 
     source_dir: Path
+    modes: Modes = "keep"
 
     def without_source_dir(self) -> PlainTask:
-        """A :class:`PlainTask` copy (every field except ``source_dir``)."""
-        return PlainTask.model_validate(self.model_dump(exclude={"source_dir"}))
+        """A :class:`PlainTask` copy (every field except ``source_dir`` and ``modes``)."""
+        return PlainTask.model_validate(self.model_dump(exclude={"source_dir", "modes"}))
 
 
 class TaskCollection(Sequence[DiscoveredTask]):
@@ -131,8 +134,11 @@ def normalize_instruction(raw: bytes, path: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n").rstrip()
 
 
-def discover(path: Path | str, limits: Limits | None = None) -> TaskCollection:
-    """Discover the task at ``path`` (holds ``task.toml``) or the tasks of a dataset ``path``.
+def discover(
+    path: Path | str, limits: Limits | None = None, modes: Modes = "keep"
+) -> TaskCollection:
+    """Discover the task at ``path`` (holds ``task.toml``) or the tasks of a dataset ``path``,
+    each packed with the ``modes`` rule (:mod:`casstore.archive.modes`).
 
     Raises :class:`UsageError` when ``path`` is not a directory, and the errors of the module
     docstring (each naming the offending path) for a bad dataset; the packaging check errors of
@@ -141,7 +147,7 @@ def discover(path: Path | str, limits: Limits | None = None) -> TaskCollection:
     limits = limits or Limits()
     root = _directory(path)
     if _is_task(root):
-        return TaskCollection([discover_task(root, limits)])
+        return TaskCollection([discover_task(root, limits, modes)])
     tasks: list[DiscoveredTask] = []
     skipped: list[str] = []
     for child in _children(root):
@@ -151,7 +157,7 @@ def discover(path: Path | str, limits: Limits | None = None) -> TaskCollection:
             skipped.append(message)
             continue
         try:
-            tasks.append(discover_task(child, limits))
+            tasks.append(discover_task(child, limits, modes))
         except TaskFormatError as error:
             if _holds_tasks(child):
                 raise _nested_dataset(path, root, child) from None
@@ -170,7 +176,7 @@ def discover(path: Path | str, limits: Limits | None = None) -> TaskCollection:
 
 
 def discover_datasets(
-    path: Path | str, limits: Limits | None = None
+    path: Path | str, limits: Limits | None = None, modes: Modes = "keep"
 ) -> list[tuple[Path, TaskCollection]]:
     """The datasets of the folder of datasets ``path`` (``publish --recursive``): each visible
     child directory, in sorted order, with its tasks (:func:`discover`); files and
@@ -182,7 +188,7 @@ def discover_datasets(
         if _is_task(child):
             rule = f"a task, not a dataset (publish {path} without --recursive)"
             raise UsageError(str(child), rule)
-        found.append((child, discover(child, limits)))
+        found.append((child, discover(child, limits, modes)))
     if not found:
         raise UsageError(str(path), "no dataset in this folder (--recursive)")
     return found
@@ -245,10 +251,13 @@ def _nested_dataset(path: Path | str, root: Path, child: Path) -> UsageError:
     return UsageError(str(path), rule + "publish each, or all with --recursive")
 
 
-def discover_task(path: Path, limits: Limits | None = None) -> DiscoveredTask:
-    """Scan, check and digest one task directory; raises the packaging check errors."""
+def discover_task(
+    path: Path, limits: Limits | None = None, modes: Modes = "keep"
+) -> DiscoveredTask:
+    """Scan, check and digest (its modes by ``modes``) one task directory; raises the
+    packaging check errors."""
     limits = limits or Limits()
-    tree = scan_tree(Path(path), limits)
+    tree = scan_tree(Path(path), limits, modes)
     result = write_archive(tree, None, "none", limits)
     return task_from_tree(tree, str(result.content_digest))
 
@@ -272,6 +281,7 @@ def task_from_tree(tree: SourceTree, content_digest: str) -> DiscoveredTask:
         views=views_of(layout),
         content_digest=content_digest,
         dir_name=tree.top,
+        modes=tree.modes,
     )
 
 

@@ -16,6 +16,7 @@ from typing import BinaryIO
 
 from casstore.archive.compress import Compression, new_encoder
 from casstore.archive.limits import Limits
+from casstore.archive.modes import Modes, archived_mode
 from casstore.archive.output import Sink, check_output, write_to_path
 from casstore.archive.scan import (
     PayloadCount,
@@ -60,8 +61,10 @@ def pack_tree(
     out: Path | BinaryIO | None,
     compression: Compression = "gzip",
     limits: Limits | None = None,
+    modes: Modes = "keep",
 ) -> PackResult:
-    """Pack the task directory ``source``.
+    """Pack the task directory ``source``, its entries' modes recorded by the rule ``modes``
+    (:func:`casstore.archive.modes.archived_mode`).
 
     ``out`` is a path (written to a temporary file beside it, then renamed; nothing is left on
     failure), a binary file object, or None to compute the digests only. With a path or None,
@@ -76,20 +79,20 @@ def pack_tree(
     limits = limits or Limits()
     if isinstance(out, Path | str):
         out = check_output(Path(out), Path(source))
-        start = start_scan(source, limits)
+        start = start_scan(source, limits, modes)
         return write_to_path(out, lambda handle: _pack_walking(start, handle, compression, limits))
     if out is None:
-        return _pack_walking(start_scan(source, limits), None, compression, limits)
-    return write_archive(scan_tree(source, limits), out, compression, limits)
+        return _pack_walking(start_scan(source, limits, modes), None, compression, limits)
+    return write_archive(scan_tree(source, limits, modes), out, compression, limits)
 
 
 def write_archive(
     tree: SourceTree, out: BinaryIO | None, compression: Compression, limits: Limits
 ) -> PackResult:
-    """Write the archive of an already scanned ``tree`` to ``out`` (None: digests only).
-    Raises SourceChangedError naming the entry that changed since the scan, LimitError
-    (``max_expanded_bytes``, ``max_archive_bytes``) or the output's OSError."""
-    writer = _ArchiveWriter(out, compression, limits)
+    """Write the archive of an already scanned ``tree`` to ``out`` (None: digests only), its modes
+    by ``tree.modes``. Raises SourceChangedError naming the entry that changed since the scan,
+    LimitError (``max_expanded_bytes``, ``max_archive_bytes``) or the output's OSError."""
+    writer = _ArchiveWriter(out, compression, limits, tree.modes)
     try:
         for entry in tree.entries:
             writer.add(entry)
@@ -109,7 +112,7 @@ def _pack_walking(
     error, so a write error is held until the scan has passed. After a write error, or once a
     file is known to break a size limit (the scan will fail), nothing more is read or written:
     the walk only completes. The caller discards ``out`` on any error."""
-    writer = _ArchiveWriter(out, compression, limits)
+    writer = _ArchiveWriter(out, compression, limits, start.modes)
     entries: list[SourceEntry] = []
     failure: Exception | None = None
     payload = PayloadCount(limits)
@@ -147,21 +150,26 @@ def _write_or_fail(
 
 class _ArchiveWriter:
     """Writes source entries, in archive order, into the tar stream of ``out`` (None: digests
-    only): each entry is checked unchanged since the scan (SourceChangedError naming it)."""
+    only): each entry is checked unchanged since the scan (SourceChangedError naming it), its
+    mode recorded by the rule ``modes``."""
 
-    def __init__(self, out: BinaryIO | None, compression: Compression, limits: Limits) -> None:
+    def __init__(
+        self, out: BinaryIO | None, compression: Compression, limits: Limits, modes: Modes
+    ) -> None:
         self._sink = Sink(out, limits)
         self._stream = TarStream(new_encoder(compression, self._sink.write), limits)
         self._compression = compression
+        self._modes = modes
 
     def add(self, entry: SourceEntry) -> None:
         """Append one entry (header, and a file's data and padding)."""
         _, kind, key, target, name, path = entry
         self._stream.entry = name  # what a max_expanded_bytes error names
+        mode = archived_mode(kind, key[0], self._modes)  # key[0]: st_mode
         if kind == "file":
-            _write_file(name, path, key, self._stream)
+            _write_file(name, path, key, mode, self._stream)
         else:
-            _write_other(name, path, kind, key, target, self._stream)
+            _write_other(name, path, kind, key, mode, target, self._stream)
 
     def finish(self, tree: SourceTree) -> PackResult:
         """Check that no directory changed since the scan, end the stream, and describe it."""
@@ -192,27 +200,27 @@ class _ArchiveWriter:
 
 
 def _write_other(
-    name: str, path: bytes, kind: Kind, key: StatKey, target: str, stream: TarStream
+    name: str, path: bytes, kind: Kind, key: StatKey, mode: int, target: str, stream: TarStream
 ) -> None:
-    """A directory or a symbolic link: unchanged since the scan, then its header."""
+    """A directory or a symbolic link: unchanged since the scan, then its header (``mode``)."""
     _check_unchanged(name, key, _lstat(name, path))
     if kind == "symlink" and _readlink(name, path) != target:
         raise SourceChangedError(name, "link target changed while packing")
-    stream.write(header_bytes(name, kind, key[0] & 0o7777, 0, target))  # key[0]: st_mode
+    stream.write(header_bytes(name, kind, mode, 0, target))
 
 
-def _write_file(name: str, path: bytes, key: StatKey, stream: TarStream) -> None:
-    """A regular file: its header, its data and padding. The file read must be the one the
-    scan saw: its reads must find exactly the scanned size, and its fstat after the read must
-    equal the scan's lstat (``key``), which was taken before the read. (A separate fstat
-    before the read would add nothing: whatever it could see differ from the scan, the fstat
-    after sees too; the data read is then discarded with the whole archive.)"""
+def _write_file(name: str, path: bytes, key: StatKey, mode: int, stream: TarStream) -> None:
+    """A regular file: its header (``mode``), its data and padding. The file read must be the one
+    the scan saw: its reads must find exactly the scanned size, and its fstat after the read must
+    equal the scan's lstat (``key``), which was taken before the read. (A separate fstat before the
+    read would add nothing: whatever it could see differ from the scan, the fstat after sees too;
+    the data read is then discarded with the whole archive.)"""
     try:
         fd = os.open(path, _OPEN_FILE)
     except OSError as error:
         raise SourceChangedError(name, f"cannot open file: {error.strerror}") from error
     try:
-        mode, size = key[0] & 0o7777, key[3]  # st_mode, st_size
+        size = key[3]  # st_size
         stream.add_file(name, header_bytes(name, "file", mode, size), fd, size)
         after = os.fstat(fd)
     finally:

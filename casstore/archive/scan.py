@@ -21,6 +21,7 @@ from pathlib import Path
 from casstore.archive.layout import TaskLayout, check_config, check_tree_layout
 from casstore.archive.limits import Limits
 from casstore.archive.links import Node, check_link
+from casstore.archive.modes import Modes
 from casstore.archive.tarformat import Kind
 from casstore.errors import (
     CheckError,
@@ -63,13 +64,15 @@ full collections of a long-lived process (with a NamedTuple and a stat_result pe
 @dataclass(frozen=True, slots=True)
 class SourceTree:
     """A scanned task: ``root`` (absolute), ``top`` (the archive's top-level name),
-    ``entries`` in archive order, the checked ``layout`` and ``payload_bytes``."""
+    ``entries`` in archive order, the checked ``layout``, ``payload_bytes`` and the ``modes``
+    rule its archive records (:mod:`casstore.archive.modes`)."""
 
     root: Path
     top: str
     entries: tuple[SourceEntry, ...]
     layout: TaskLayout
     payload_bytes: int
+    modes: Modes = "keep"
 
     def path_of(self, parts: tuple[str, ...]) -> str:
         """Display name of an entry: ``top/relative/path``."""
@@ -81,31 +84,32 @@ def stat_key(info: os.stat_result) -> StatKey:
     return (info.st_mode, info.st_ino, info.st_dev, info.st_size, info.st_mtime_ns)
 
 
-def scan_tree(source: Path, limits: Limits) -> SourceTree:
+def scan_tree(source: Path, limits: Limits, modes: Modes = "keep") -> SourceTree:
     """Scan and check the task directory ``source``: :func:`start_scan`, every entry of
-    :func:`walk_tree`, then :func:`finish_scan`.
+    :func:`walk_tree`, then :func:`finish_scan`; its archive records ``modes``.
 
     Raises :class:`UsageError` if ``source`` is not a directory; otherwise the check errors of
     :mod:`casstore.errors` (UnsafePathError, EntryTypeError, SymlinkError, LimitError,
     TaskFormatError) naming the offending path.
     """
-    start = start_scan(source, limits)
+    start = start_scan(source, limits, modes)
     return finish_scan(start, list(walk_tree(start, limits)), limits)
 
 
 @dataclass(frozen=True, slots=True)
 class ScanStart:
     """A task directory ready to be walked: ``root`` (absolute, resolved), ``top`` (the
-    archive's top-level name), ``root_key`` (its :data:`StatKey`) and ``config`` (task.toml's
-    bytes; None when absent or not a regular file)."""
+    archive's top-level name), ``root_key`` (its :data:`StatKey`), ``config`` (task.toml's
+    bytes; None when absent or not a regular file) and the ``modes`` its archive records."""
 
     root: Path
     top: str
     root_key: StatKey
     config: bytes | None
+    modes: Modes = "keep"
 
 
-def start_scan(source: Path, limits: Limits) -> ScanStart:
+def start_scan(source: Path, limits: Limits, modes: Modes = "keep") -> ScanStart:
     """Check what comes before the walk: ``source`` is a directory with a UTF-8 name whose
     task.toml Harbor accepts (a directory that is no task fails before it is walked).
 
@@ -124,7 +128,7 @@ def start_scan(source: Path, limits: Limits) -> ScanStart:
     config = _read_config(root / "task.toml", f"{top}/task.toml", limits)
     if not os.path.islink(root / "task.toml"):  # a link there is the link rule's to report
         check_config(top, config)  # fail fast on a directory that is not a task at all
-    return ScanStart(root, top, stat_key(root_stat), config)
+    return ScanStart(root, top, stat_key(root_stat), config, modes)
 
 
 def finish_scan(start: ScanStart, entries: list[SourceEntry], limits: Limits) -> SourceTree:
@@ -145,7 +149,7 @@ def finish_scan(start: ScanStart, entries: list[SourceEntry], limits: Limits) ->
             payload.add(key[3], name)  # key[3]: st_size
     kinds = [(parts, kind) for parts, kind, _, _, _, _ in entries]
     layout = check_tree_layout(start.top, start.config, kinds)
-    return SourceTree(start.root, start.top, tuple(entries), layout, payload.total)
+    return SourceTree(start.root, start.top, tuple(entries), layout, payload.total, start.modes)
 
 
 def walk_tree(start: ScanStart, limits: Limits) -> Iterator[SourceEntry]:

@@ -151,7 +151,7 @@ def compare(
     read. Raises ScoringError when the runs' reward keys differ, or when no task has a
     valid attempt in both (nothing to compare)."""
     check_options(ks=ks, threshold=threshold, metrics=(), metric_timeout=DEFAULT_METRIC_TIMEOUT)
-    tables = [load_sources([source], store, reward_key) for source in (a, b)]
+    tables = [load_sources([source], store, reward_key).table for source in (a, b)]
     sides = [side_of(table, threshold, reward_key) for table in tables]
     result = compare_sides(sides[0], sides[1], (str(a), str(b)), ks, threshold)
     if not result.pairing.names:

@@ -1,7 +1,9 @@
 """An example Harbor task that casstore writes itself (for the demo and the tests).
 
 The task exercises what real suites hold: executable scripts, a multi-step layout (optional),
-an in-tree symbolic link, an empty directory and a dotfile.
+an in-tree symbolic link, an empty directory and a dotfile. Every file and directory is given
+its mode explicitly (files 0644 or 0755, directories 0755), so the archives, and the addresses
+the README prints, are the same under any umask.
 """
 
 from __future__ import annotations
@@ -9,7 +11,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["EXAMPLE_TASKS", "write_example_suite", "write_example_task"]
+__all__ = ["DIRECTORY_MODE", "EXAMPLE_TASKS", "write_example_suite", "write_example_task"]
+
+DIRECTORY_MODE = 0o755
+"""The mode of every directory of an example task (``mkdir`` alone would take the umask's)."""
 
 EXAMPLE_TASKS: dict[str, str] = {
     "hello-greeter": "Write `/app/greet.sh` that prints `hello, <name>`.\n",
@@ -69,7 +74,8 @@ def write_example_task(
 ) -> Path:
     """Write the example task as ``dest/name`` (replacing files of a previous run) and return
     its path. With ``steps``, the task has two steps under ``steps/<name>/``; ``instruction``
-    replaces the default instruction.md text."""
+    replaces the default instruction.md text. Modes: each file's own, every directory
+    :data:`DIRECTORY_MODE`, whatever the umask."""
     task = dest / name
     files = dict(_FILES)
     if instruction is not None:
@@ -87,6 +93,8 @@ def write_example_task(
     link = task / "tests/expected-output"
     if not link.is_symlink():
         os.symlink(".expected", link)
+    for directory, _, _ in os.walk(task):  # a walk never follows the link
+        os.chmod(directory, DIRECTORY_MODE)
     return task
 
 

@@ -64,7 +64,7 @@ def write_report(
     path = check_output(out)
     sides = []
     for source in sources:
-        table = load_sources([source], store, reward_key)
+        table = load_sources([source], store, reward_key).table
         sides.append(side_of(table, threshold, reward_key, group_by=DEFAULT_GROUP_BY, ks=None))
     names = [str(source) for source in sources]
     comparisons = [

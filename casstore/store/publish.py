@@ -160,7 +160,7 @@ def _store(
 ) -> tuple[TaskRevision, StoredArchive]:
     """Scan and pack ``task`` into ``target``: the sealed revision and the stored archive.
     StoreError when a repair's re-packing gives another address than the damaged one."""
-    tree = scan_tree(task.source_dir, limits)
+    tree = scan_tree(task.source_dir, limits, task.modes)
     pack, stored = filesets.store(
         tree,
         target.workspace,
