@@ -19,10 +19,11 @@ from casstore.archive.formats import output_compression
 from casstore.archive.limits import Limits
 from casstore.archive.pack import PackResult, pack_tree
 from casstore.archive.read import VerifyResult, extract_archive, verify_archive
+from casstore.bundle import Scoring, canonical, check_destination, taskset_pins, write_bundle
 from casstore.digest import Digest
 from casstore.errors import UsageError
 from casstore.progress import NO_PROGRESS, Progress
-from casstore.sources import StoreArgument, check_taskset, load_sources, taskset_views
+from casstore.sources import StoreArgument, check_taskset, load_trials, taskset_views
 from casstore.store import DEFAULT_WORKSPACE, Store
 from casstore.store.checkout import CheckoutResult
 from casstore.store.core import check_store
@@ -246,14 +247,17 @@ def rescore(
     taskset: str | None = None,
     metric_timeout: float = DEFAULT_METRIC_TIMEOUT,
     progress: Progress = NO_PROGRESS,
+    bundle: Path | str | None = None,
 ) -> ScoreReport:
     """Score the trials of ``sources`` (one or several job directories, saved-trials files,
-    ids or names of jobs imported in ``store``: an open :class:`Store`, left open, or the root
-    of one), as ``casstore rescore`` does. ``views``: a view file or views; with ``taskset``
-    the trials are checked against that taskset and the views its task revisions declare
-    apply too (``views`` win on a name). ``progress``: the trial directories of the job
-    directories given, as they are read. The other options as :func:`scoring.score` takes
-    them, checked before any source is read; :mod:`scoring.report` documents the report."""
+    bundles, ids or names of jobs imported in ``store``: an open :class:`Store`, left open,
+    or the root of one), as ``casstore rescore`` does. ``views``: a view file or views; with
+    ``taskset`` the trials are checked against that taskset and the views its task revisions
+    declare apply too (``views`` win on a name). ``progress``: the trial directories of the
+    job directories given, as they are read. ``bundle``: also write the run bundle there
+    (:mod:`casstore.bundle`; missing or an empty directory). The other options as
+    :func:`scoring.score` takes them, checked before any source is read;
+    :mod:`scoring.report` documents the report."""
     found = arguments.paths(sources, "sources")
     opened = store if isinstance(store, Store) else arguments.path(store, "store")
     group_by = arguments.names(group_by, "group_by")
@@ -261,12 +265,32 @@ def rescore(
     check_options(**options)
     chosen = arguments.views(views)
     declared = list(load_views(chosen) if isinstance(chosen, Path) else chosen or [])
-    table = load_sources(found, opened, reward_key, progress)
+    dest = None if bundle is None else arguments.path(bundle, "bundle")
+    if dest is not None:
+        check_destination(dest)
+    table, details = load_trials(found, opened, reward_key, progress, details=dest is not None)
+    pins = None
     if taskset is not None:
         names = {view.name for view in declared}
         items = check_taskset(table, opened, arguments.text(taskset, "taskset"))
         declared += [view for view in taskset_views(items) if view.name not in names]
-    return score(table, reward_key=reward_key, group_by=group_by, views=declared, **options)
+        pins = taskset_pins(taskset, items)
+    if dest is None:
+        return score(table, reward_key=reward_key, group_by=group_by, views=declared, **options)
+    table = canonical(table)
+    report = score(table, reward_key=reward_key, group_by=group_by, views=declared, **options)
+    definition = Scoring(
+        table.reward_key,
+        threshold=options["threshold"],
+        ks=None if options["ks"] is None else [int(k) for k in options["ks"]],
+        group_by=list(group_by),
+        metrics=[str(metric) for metric in options["metrics"]],
+        metric_timeout=options["metric_timeout"],
+        views=declared,
+    )
+    sources_given = [str(source) for source in found]
+    write_bundle(dest, report, definition, details=details, sources=sources_given, taskset=pins)
+    return report
 
 
 def fsck(store: Store, progress: Progress = NO_PROGRESS) -> FsckReport:

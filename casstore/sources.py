@@ -7,6 +7,8 @@
   each parsed directly (``read_job``) with ``reward_key`` (default ``reward``);
 * an existing ``.jsonl`` that is no directory: saved trials (``read_trials_jsonl``; their
   recorded reward key; a FIFO, a device or a socket refused as not a regular file);
+* a bundle directory (``casstore rescore --bundle DIR`` wrote it: :mod:`casstore.bundle`):
+  its samples, every file checked against its manifest first;
 * anything else: the id or name of a job imported in the store
   (``Jobs(store).reward_table``): an open :class:`~casstore.store.Store`, or its root,
   opened once, for the first such source.
@@ -35,16 +37,32 @@ from pathlib import Path
 
 import numpy as np
 
+from casstore.bundle.read import is_bundle, open_bundle
+from casstore.bundle.samples import Details, details_of
 from casstore.errors import ScoringError, UnknownReferenceError, UsageError
 from casstore.progress import NO_PROGRESS, Progress
 from casstore.store import Store, TaskRevision
 from casstore.table.columns import RewardTable
 from casstore.table.concat import concat_tables
-from casstore.trials import Jobs, find_jobs, read_job, read_trials_jsonl, table_from_records
+from casstore.trials import (
+    Jobs,
+    TrialRecord,
+    find_jobs,
+    read_job,
+    read_trials_jsonl,
+    table_from_records,
+)
 from casstore.trials.find import not_a_job_file, subdir_names
 from scoring import View, parse_views
 
-__all__ = ["StoreArgument", "check_taskset", "load_sources", "open_store", "taskset_views"]
+__all__ = [
+    "StoreArgument",
+    "check_taskset",
+    "load_sources",
+    "load_trials",
+    "open_store",
+    "taskset_views",
+]
 
 
 type StoreArgument = Store | Path | str
@@ -77,12 +95,28 @@ def load_sources(
     """The trials of every source, as one table (see the module docstring); ``store`` is read
     only for imported jobs (a root is opened once, for the first of them). ``progress``:
     ``start(trial directories of the job directories given)``, then ``advance`` per trial
-    directory read (imported jobs and trials files are read whole, unreported).
+    directory read (imported jobs, trials files and bundles are read whole, unreported).
 
     Raises ScoringError when a trial (job id + trial name) is given twice, UsageError when a
     path-like source does not exist.
     """
+    return load_trials(sources, store, reward_key, progress, details=False)[0]
+
+
+def load_trials(
+    sources: Sequence[str | Path],
+    store: StoreArgument,
+    reward_key: str | None = None,
+    progress: Progress = NO_PROGRESS,
+    *,
+    details: bool = True,
+) -> tuple[RewardTable, list[Details] | None]:
+    """:func:`load_sources`' table and, with ``details``, each row's
+    :class:`~casstore.bundle.samples.Details` (job, exception message, timings, tokens,
+    evidence and trace references: what a bundle's samples say beyond the table); else None.
+    """
     tables: list[RewardTable] = []
+    rows: list[list[Details]] = []
     trials = _TrialSources()
     listings = _listings(sources)
     if listings:
@@ -91,21 +125,35 @@ def load_sources(
         opened = None
         for source in sources:
             path = Path(source)
-            if path.is_dir():
-                tables += _job_directories(path, reward_key, trials, listings, progress)
+            if path.is_dir() and is_bundle(path):
+                table, found = _bundle(path, trials)
+            elif path.is_dir():
+                for table, found in _job_directories(
+                    path, reward_key, trials, listings, progress, details
+                ):
+                    tables.append(table)
+                    rows.append(found)
+                continue
             elif path.suffix == ".jsonl" and path.exists():  # a FIFO too: refused as one
-                tables.append(_trials_file(path, trials))
+                table, found = _trials_file(path, trials, details)
             else:
                 with _lookup(source, (UsageError, UnknownReferenceError)):
                     if opened is None:
                         opened = stack.enter_context(_opened(store))
-                    tables.append(_imported_job(opened, str(source), trials))
-    return concat_tables(tables)
+                    table, found = _imported_job(opened, str(source), trials, details)
+            tables.append(table)
+            rows.append(found)
+    return concat_tables(tables), [d for found in rows for d in found] if details else None
 
 
 def _listings(sources: Sequence[str | Path]) -> dict[Path, list[str]]:
     """The trial directories of every job directory found in the directory ``sources``."""
-    jobs = [job for source in sources if Path(source).is_dir() for job in find_jobs([source])]
+    jobs = [
+        job
+        for source in sources
+        if Path(source).is_dir() and not is_bundle(source)
+        for job in find_jobs([source])
+    ]
     return {job: subdir_names(job) for job in jobs}
 
 
@@ -115,33 +163,69 @@ def _job_directories(
     trials: _TrialSources,
     listings: dict[Path, list[str]],
     progress: Progress,
-) -> list[RewardTable]:
-    """The table of every Harbor job directory at ``path`` (parsed directly)."""
-    tables = []
+    details: bool,
+) -> Iterator[tuple[RewardTable, list[Details]]]:
+    """The table (and details) of every Harbor job directory at ``path`` (parsed directly)."""
     for job in find_jobs([path]):
-        table = read_job(
+        parsed = read_job(
             job, reward_key or "reward", trial_dirs=listings.get(job), progress=progress.advance
-        ).table
+        )
+        table = parsed.table
         trials.add(str(job), _by_job(table))
-        tables.append(table)
-    return tables
+        yield table, _details(table, parsed.trials, str(job)) if details else []
 
 
-def _trials_file(path: Path, trials: _TrialSources) -> RewardTable:
-    """The table of the saved trials in ``path`` (a ``trials.jsonl``; their reward key)."""
+def _bundle(path: Path, trials: _TrialSources) -> tuple[RewardTable, list[Details]]:
+    """The table and details of the bundle at ``path`` (checked against its manifest)."""
+    bundle = open_bundle(path)
+    by_job: dict[str, list[str]] = {}
+    for row, detail in enumerate(bundle.details):
+        by_job.setdefault(detail.job, []).append(bundle.table.trials[row])
+    trials.add(f"bundle {path}", by_job, unique=False)
+    return bundle.table, bundle.details
+
+
+def _trials_file(
+    path: Path, trials: _TrialSources, details: bool
+) -> tuple[RewardTable, list[Details]]:
+    """The table (and details) of the saved trials in ``path`` (a ``trials.jsonl``; their
+    reward key)."""
     key, records = read_trials_jsonl(path)
     by_job: dict[str, list[str]] = {}
     for record in records:
         by_job.setdefault(record.job_id, []).append(record.trial_name)
     trials.add(str(path), by_job, unique=False)
-    return table_from_records(records, key)
+    table = table_from_records(records, key)
+    return table, _details(table, records, str(path)) if details else []
 
 
-def _imported_job(store: Store, source: str, trials: _TrialSources) -> RewardTable:
-    """The table of the job imported in ``store`` under the id or name ``source``."""
-    table = Jobs(store).reward_table(source)
+def _imported_job(
+    store: Store, source: str, trials: _TrialSources, details: bool
+) -> tuple[RewardTable, list[Details]]:
+    """The table (and details) of the job imported in ``store`` under the id or name
+    ``source``."""
+    jobs = Jobs(store)
+    table = jobs.reward_table(source)
     trials.add(f"imported job {source}", _by_job(table))
-    return table
+    if not details:
+        return table, []
+    return table, _details(table, jobs.trial_records(source), f"imported job {source}")
+
+
+def _details(table: RewardTable, records: Sequence[TrialRecord], source: str) -> list[Details]:
+    """The details of each row of ``table``, from the ``records`` it was built from (rows
+    are by task, then job, attempt and trial name); ScoringError when they do not match."""
+    position = {name: i for i, name in enumerate(table.tasks)}
+    order = sorted(
+        records,
+        key=lambda r: (position.get(r.task_name, -1), r.job_id, r.attempt, r.trial_name),
+    )
+    names = list(table.trials)
+    if len(order) != len(names) or any(
+        r.trial_name != name for r, name in zip(order, names, strict=False)
+    ):
+        raise ScoringError(source, "the trial records do not match the reward table's rows")
+    return [details_of(record) for record in order]
 
 
 @contextmanager

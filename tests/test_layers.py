@@ -12,6 +12,8 @@ Layers, bottom first (README, "Architecture"); each may import the ones it lists
     table     casstore.table          base (the reward table: import's output, scoring's input)
     trials    casstore.trials         base, archive, store, table
     scoring   scoring                 base, table (it reads the reward table only)
+    bundle    casstore.bundle         base, archive, table, trials, scoring (run bundles,
+                                      read back as sources, GAGE export)
     sources   casstore.sources        every layer above but api and cli
     api       casstore (the package)  every layer but cli
     cli       cli                     every layer
@@ -50,11 +52,22 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("table", ("casstore.table",)),
     ("trials", ("casstore.trials",)),
     ("scoring", ("scoring",)),
+    ("bundle", ("casstore.bundle",)),
     ("sources", ("casstore.sources",)),
     ("api", ("casstore",)),
     ("cli", ("cli",)),
 )
-BELOW_API = {"base", "archive", "verifier", "examples", "store", "table", "trials", "scoring"}
+BELOW_API = {
+    "base",
+    "archive",
+    "verifier",
+    "examples",
+    "store",
+    "table",
+    "trials",
+    "scoring",
+    "bundle",
+}
 MAY_IMPORT: dict[str, set[str]] = {
     "base": set(),
     "archive": {"base"},
@@ -65,6 +78,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "table": {"base"},
     "trials": {"base", "archive", "store", "table"},
     "scoring": {"base", "table"},
+    "bundle": {"base", "archive", "table", "trials", "scoring"},
     "sources": BELOW_API,
     "api": BELOW_API | {"sources"},
     "cli": BELOW_API | {"sources", "api"},

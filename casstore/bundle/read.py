@@ -1,0 +1,107 @@
+"""Reading a bundle back: checked against its manifest, its samples into a reward table.
+
+:func:`is_bundle` tells a bundle directory (``manifest.json`` of the bundle schema beside
+``samples.jsonl``) from a Harbor job directory; :func:`open_bundle` verifies every file
+(:func:`casstore.bundle.files.verify_files`: a tampered file is an error naming it, nothing is
+scored from it) and returns the :class:`Bundle`: its summary, its scoring definition, the
+canonical reward table of its samples and each row's details.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from casstore.bundle.files import MANIFEST, MANIFEST_SCHEMA, verify_files
+from casstore.bundle.samples import Details, read_samples, table_of_samples
+from casstore.bundle.summary import SUMMARY_SCHEMA, Scoring, views_of
+from casstore.errors import CorruptArchiveError
+from casstore.inputs import read_if_regular, read_regular
+from casstore.table.columns import RewardTable
+
+__all__ = ["SAMPLES", "SUMMARY", "Bundle", "is_bundle", "open_bundle", "read_scoring"]
+
+SAMPLES = "samples.jsonl"
+SUMMARY = "summary.json"
+
+
+def is_bundle(path: Path | str) -> bool:
+    """Whether the directory ``path`` holds a casstore bundle (its manifest names the bundle
+    schema; a GAGE export or a Harbor job directory is none)."""
+    data = read_if_regular(Path(path) / MANIFEST, lambda info: info.st_size < 1 << 24)
+    return data is not None and MANIFEST_SCHEMA.encode() in data[:4096]
+
+
+@dataclass(eq=False)
+class Bundle:
+    """An opened bundle: ``summary`` (summary.json, decoded), ``scoring`` (its definition),
+    ``table`` (the canonical reward table of samples.jsonl) and ``details`` (one per row)."""
+
+    root: Path
+    summary: dict[str, Any]
+    scoring: Scoring
+    table: RewardTable
+    details: list[Details]
+
+
+def _summary(root: Path) -> dict[str, Any]:
+    """summary.json, decoded; CorruptArchiveError naming it when it is no bundle summary."""
+    where = str(root / SUMMARY)
+    try:
+        summary = msgspec.json.decode(read_regular(root / SUMMARY))
+    except msgspec.DecodeError as error:
+        raise CorruptArchiveError(where, f"not JSON: {error}") from None
+    if not isinstance(summary, dict) or summary.get("schema") != SUMMARY_SCHEMA:
+        raise CorruptArchiveError(where, f"not a bundle summary (schema {SUMMARY_SCHEMA})")
+    return summary
+
+
+def read_scoring(summary: dict[str, Any], where: str) -> Scoring:
+    """The :class:`Scoring` of a decoded summary; CorruptArchiveError naming ``where``."""
+    body = summary.get("scoring")
+    try:
+        if not isinstance(body, dict):
+            raise TypeError("no scoring object")
+        fields = {name: body[name] for name in _SCORING_FIELDS}
+        scoring = msgspec.convert(fields, _ScoringFields)
+    except (KeyError, TypeError, msgspec.ValidationError) as error:
+        raise CorruptArchiveError(where, f"scoring definition unreadable: {error}") from None
+    return Scoring(
+        reward_key=scoring.reward_key,
+        threshold=scoring.threshold,
+        ks=scoring.ks,
+        group_by=scoring.group_by,
+        metrics=scoring.metrics,
+        metric_timeout=scoring.metric_timeout,
+        views=views_of(scoring.views, where),
+    )
+
+
+class _ScoringFields(msgspec.Struct):
+    reward_key: str
+    threshold: float
+    ks: list[int] | None
+    group_by: list[str]
+    metrics: list[str]
+    metric_timeout: float
+    views: list[dict[str, Any]]
+
+
+_SCORING_FIELDS = _ScoringFields.__struct_fields__
+
+
+def open_bundle(root: Path | str) -> Bundle:
+    """The bundle at ``root``, every file checked first (see the module docstring).
+
+    Raises DigestMismatchError / CorruptArchiveError naming the file that fails."""
+    root = Path(root)
+    verify_files(root)
+    summary = _summary(root)
+    scoring = read_scoring(summary, str(root / SUMMARY))
+    where = str(root / SAMPLES)
+    samples = read_samples(read_regular(root / SAMPLES), where)
+    table, details = table_of_samples(samples, scoring.reward_key, where)
+    return Bundle(root, summary, scoring, table, details)
