@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from casstore.bundle.read import is_bundle, open_bundle
-from casstore.bundle.samples import Details, details_of
+from casstore.bundle.samples import Details, Sample, details_of
 from casstore.errors import ScoringError, UnknownReferenceError, UsageError
 from casstore.progress import NO_PROGRESS, Progress
 from casstore.store import Store, TaskRevision
@@ -175,7 +175,7 @@ def _job_directories(
         yield table, _details(table, parsed.trials, str(job)) if details else []
 
 
-def _bundle(path: Path, trials: _TrialSources) -> tuple[RewardTable, list[Details]]:
+def _bundle(path: Path, trials: _TrialSources) -> tuple[RewardTable, Sequence[Details | Sample]]:
     """The table and details of the bundle at ``path`` (checked against its manifest)."""
     bundle = open_bundle(path)
     by_job: dict[str, list[str]] = {}

@@ -13,9 +13,11 @@ import pytest
 
 import casstore
 from casstore.bundle import canonical, open_bundle
+from casstore.bundle.lines import sample_lines
 from casstore.bundle.read import SAMPLES, SUMMARY
-from casstore.bundle.samples import read_samples, sample_lines, table_of_samples
+from casstore.bundle.samples import read_samples
 from casstore.bundle.summary import dumps
+from casstore.bundle.table import table_of_samples
 from casstore.errors import CorruptArchiveError, DigestMismatchError, UsageError
 from casstore.table.columns import Flag, RewardTable
 from scoring import apply_rules, score
@@ -87,9 +89,9 @@ def test_samples_give_back_the_canonical_table() -> None:
         ("secondary_nonfinite", "style"),
     ]
     assert samples[3].primary is None and samples[2].primary == 0.0
-    back, details = table_of_samples(samples, "reward", "samples.jsonl")
+    back = table_of_samples(samples, "reward", "samples.jsonl")
     _same(back, table)
-    assert [d.job for d in details] == ["job-1"] * 5
+    assert [s.job for s in samples] == ["job-1"] * 5
     assert score(canonical(_table())).to_json() == score(back).to_json()
 
 

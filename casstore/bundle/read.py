@@ -16,8 +16,9 @@ from typing import Any
 import msgspec
 
 from casstore.bundle.files import MANIFEST, MANIFEST_SCHEMA, verify_files
-from casstore.bundle.samples import Details, read_samples, table_of_samples
+from casstore.bundle.samples import Sample, read_samples
 from casstore.bundle.summary import SUMMARY_SCHEMA, Scoring, views_of
+from casstore.bundle.table import table_of_samples
 from casstore.errors import CorruptArchiveError
 from casstore.inputs import read_if_regular, read_regular
 from casstore.table.columns import RewardTable
@@ -38,13 +39,14 @@ def is_bundle(path: Path | str) -> bool:
 @dataclass(eq=False)
 class Bundle:
     """An opened bundle: ``summary`` (summary.json, decoded), ``scoring`` (its definition),
-    ``table`` (the canonical reward table of samples.jsonl) and ``details`` (one per row)."""
+    ``table`` (the canonical reward table of samples.jsonl) and ``details``: its samples, one
+    per row (they hold every field of :class:`~casstore.bundle.samples.Details`)."""
 
     root: Path
     summary: dict[str, Any]
     scoring: Scoring
     table: RewardTable
-    details: list[Details]
+    details: list[Sample]
 
 
 def _summary(root: Path) -> dict[str, Any]:
@@ -103,5 +105,5 @@ def open_bundle(root: Path | str) -> Bundle:
     scoring = read_scoring(summary, str(root / SUMMARY))
     where = str(root / SAMPLES)
     samples = read_samples(read_regular(root / SAMPLES), where)
-    table, details = table_of_samples(samples, scoring.reward_key, where)
-    return Bundle(root, summary, scoring, table, details)
+    table = table_of_samples(samples, scoring.reward_key, where)
+    return Bundle(root, summary, scoring, table, samples)

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from casstore.bundle.files import Content, FileEntry, Manifest, write_files
+from casstore.bundle.lines import sample_lines
 from casstore.bundle.read import SAMPLES, SUMMARY
-from casstore.bundle.samples import Details, sample_lines
+from casstore.bundle.samples import Details, Sample
 from casstore.bundle.summary import SUMMARY_SCHEMA, Scoring, dumps, provenance, scoring_json
 from casstore.errors import UsageError
 from scoring import ScoreReport
@@ -32,7 +33,7 @@ def write_bundle(
     report: ScoreReport,
     scoring: Scoring,
     *,
-    details: Sequence[Details] | None = None,
+    details: Sequence[Details | Sample] | None = None,
     sources: Sequence[str] = (),
     taskset: dict[str, Any] | None = None,
 ) -> Manifest:
