@@ -110,13 +110,13 @@ def load_trials(
     progress: Progress = NO_PROGRESS,
     *,
     details: bool = True,
-) -> tuple[RewardTable, list[Details] | None]:
+) -> tuple[RewardTable, list[Details | Sample] | None]:
     """:func:`load_sources`' table and, with ``details``, each row's
     :class:`~casstore.bundle.samples.Details` (job, exception message, timings, tokens,
     evidence and trace references: what a bundle's samples say beyond the table); else None.
     """
     tables: list[RewardTable] = []
-    rows: list[list[Details]] = []
+    rows: list[Sequence[Details | Sample]] = []
     trials = _TrialSources()
     listings = _listings(sources)
     if listings:

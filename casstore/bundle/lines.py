@@ -104,7 +104,8 @@ def _rewards(table: RewardTable, rows: slice) -> list[dict[str, Any]]:
     cells = values.tolist()
     special = (kinds != Kind.NUMBER) | ~np.isfinite(values)
     rows_at, keys_at = np.nonzero(special)
-    for row, j, kind in zip(rows_at.tolist(), keys_at.tolist(), kinds[special].tolist()):
+    at = zip(rows_at.tolist(), keys_at.tolist(), kinds[special].tolist(), strict=True)
+    for row, j, kind in at:
         cells[row][j] = _ABSENT if kind == Kind.MISSING else written(cells[row][j], kind)
     out = list(map(dict, map(zip, repeat(names), cells)))
     for row in np.flatnonzero((kinds == Kind.MISSING).any(axis=1)).tolist():

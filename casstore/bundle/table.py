@@ -122,8 +122,11 @@ _LABELS = (
     ("failure", "failures", "failure"),
     ("evals", "evals_keys", "harbor_evals_key"),
 )
-_FLAGS = (("has_exception", True, Flag.EXCEPTION), ("has_verifier", False, Flag.NO_VERIFIER))
-_FLAGS += (("valid", False, Flag.INVALID),)
+_FLAGS: tuple[tuple[str, bool, Flag], ...] = (
+    ("has_exception", True, Flag.EXCEPTION),
+    ("has_verifier", False, Flag.NO_VERIFIER),
+    ("valid", False, Flag.INVALID),
+)
 
 
 def _labels(samples: Sequence[Sample]) -> tuple[dict[str, Any], np.ndarray]:
