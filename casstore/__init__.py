@@ -57,10 +57,12 @@ if TYPE_CHECKING:
         checkout,
         create_taskset,
         discover_tasks,
+        export_gage,
         extract,
         fsck,
         gc,
         import_jobs,
+        open_bundle,
         open_store,
         pack,
         pack_into,
@@ -68,13 +70,16 @@ if TYPE_CHECKING:
         replace_taskset,
         rescore,
         verify,
+        verify_bundle,
         verify_each,
+        write_bundle,
     )
     from casstore.archive.batch import Outcome
     from casstore.archive.discover import DiscoveredTask, TaskCollection
     from casstore.archive.limits import Limits
     from casstore.archive.pack import PackResult
     from casstore.archive.read import VerifyResult
+    from casstore.bundle.read import Bundle
     from casstore.errors import CasstoreError
     from casstore.progress import Progress
     from casstore.store import Store
@@ -89,6 +94,7 @@ if TYPE_CHECKING:
     from scoring import ScoreReport, View
 
 __all__ = [
+    "Bundle",
     "CasstoreError",
     "CheckoutResult",
     "DiscoveredTask",
@@ -113,10 +119,12 @@ __all__ = [
     "checkout",
     "create_taskset",
     "discover_tasks",
+    "export_gage",
     "extract",
     "fsck",
     "gc",
     "import_jobs",
+    "open_bundle",
     "open_store",
     "pack",
     "pack_into",
@@ -124,10 +132,13 @@ __all__ = [
     "replace_taskset",
     "rescore",
     "verify",
+    "verify_bundle",
     "verify_each",
+    "write_bundle",
 ]
 
 _HOMES = {
+    "Bundle": "casstore.bundle.read",
     "CasstoreError": "casstore.errors",
     "CheckoutResult": "casstore.store.checkout",
     "DiscoveredTask": "casstore.archive.discover",

@@ -19,7 +19,17 @@ from casstore.archive.formats import output_compression
 from casstore.archive.limits import Limits
 from casstore.archive.pack import PackResult, pack_tree
 from casstore.archive.read import VerifyResult, extract_archive, verify_archive
-from casstore.bundle import Scoring, canonical, check_destination, taskset_pins, write_bundle
+from casstore.bundle import (
+    Manifest,
+    Scoring,
+    canonical,
+    check_destination,
+    open_bundle,
+    taskset_pins,
+    verify_files,
+    write_bundle,
+)
+from casstore.bundle.gage import write_gage
 from casstore.digest import Digest
 from casstore.errors import UsageError
 from casstore.progress import NO_PROGRESS, Progress
@@ -50,10 +60,12 @@ __all__ = [
     "checkout",
     "create_taskset",
     "discover_tasks",
+    "export_gage",
     "extract",
     "fsck",
     "gc",
     "import_jobs",
+    "open_bundle",
     "open_store",
     "pack",
     "pack_into",
@@ -61,7 +73,9 @@ __all__ = [
     "replace_taskset",
     "rescore",
     "verify",
+    "verify_bundle",
     "verify_each",
+    "write_bundle",
 ]
 
 
@@ -291,6 +305,34 @@ def rescore(
     sources_given = [str(source) for source in found]
     write_bundle(dest, report, definition, details=details, sources=sources_given, taskset=pins)
     return report
+
+
+def export_gage(
+    job: Path | str,
+    dest: Path | str,
+    store: StoreArgument = ".casstore",
+    reward_key: str | None = None,
+) -> ScoreReport:
+    """Write the GAGE export of ``job`` (an imported job's id or name, a job directory or a
+    bundle) to the folder ``dest`` (missing or empty), scored with rescore's defaults, as
+    ``casstore export JOB --format gage -o DIR`` does (:mod:`casstore.bundle.gage`); returns
+    the report the export's numbers come from."""
+    source = arguments.path(job, "job")
+    opened = store if isinstance(store, Store) else arguments.path(store, "store")
+    folder = arguments.path(dest, "dest")
+    check_destination(folder)
+    table, details = load_trials([source], opened, reward_key)
+    report = score(canonical(table))
+    paths = [d.result_path for d in details or [] if d.result_path]
+    job_dir = str(Path(paths[0]).parent.parent) if paths else None
+    write_gage(folder, report, details or [], job_dir)
+    return report
+
+
+def verify_bundle(path: Path | str) -> Manifest:
+    """Check every file of the bundle ``path`` against its manifest (``casstore
+    verify-bundle``); raises the error naming the first file that fails."""
+    return verify_files(arguments.path(path, "path"))
 
 
 def fsck(store: Store, progress: Progress = NO_PROGRESS) -> FsckReport:

@@ -23,6 +23,7 @@ JOB = FIXTURES / "jobs" / "tb2-haiku" / "jobs" / "2026-05-10__01-23-57"
 SIMPLE = FIXTURES / "tasks" / "harbor-cookbook" / "simple-task"
 
 API = [
+    "Bundle",
     "CasstoreError",
     "CheckoutResult",
     "DiscoveredTask",
@@ -47,10 +48,12 @@ API = [
     "checkout",
     "create_taskset",
     "discover_tasks",
+    "export_gage",
     "extract",
     "fsck",
     "gc",
     "import_jobs",
+    "open_bundle",
     "open_store",
     "pack",
     "pack_into",
@@ -58,7 +61,9 @@ API = [
     "replace_taskset",
     "rescore",
     "verify",
+    "verify_bundle",
     "verify_each",
+    "write_bundle",
 ]
 
 

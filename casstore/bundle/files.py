@@ -32,6 +32,7 @@ __all__ = [
     "FileEntry",
     "Manifest",
     "check_destination",
+    "json_bytes",
     "read_manifest",
     "verify_files",
     "write_files",
@@ -77,27 +78,36 @@ def check_destination(dest: Path | str) -> None:
 def write_files(
     dest: Path | str,
     files: Mapping[str, Content | Callable[[Mapping[str, FileEntry]], Content]],
-) -> Manifest:
+    manifest: Callable[[list[FileEntry]], tuple[str, bytes]] | None = None,
+) -> list[FileEntry]:
     """Write the bundle ``dest``: each of ``files`` (relative path → content, or a function of
-    the entries written before it, e.g. a summary naming the samples' digest), then
-    ``manifest.json``; atomically (module docstring). Raises UsageError for a destination that
-    is not missing or empty."""
+    the entries written before it, e.g. a summary naming the samples' digest), then the
+    manifest: ``manifest.json`` (:class:`Manifest`), or the ``(path, bytes)`` that
+    ``manifest`` makes of the entries; atomically (module docstring). Returns the entries.
+    Raises UsageError for a destination that is not missing or empty."""
     destination = Destination(dest)
     try:
         written: dict[str, FileEntry] = {}
         for name, content in files.items():
             body = content(written) if callable(content) else content
             written[name] = _write(destination.staging, name, body)
-        manifest = Manifest(MANIFEST_SCHEMA, sorted(written.values(), key=lambda e: e.path))
-        (destination.staging / MANIFEST).write_bytes(_json(manifest))
+        entries = sorted(written.values(), key=lambda e: e.path)
+        name, data = (manifest or _manifest)(entries)
+        (destination.staging / name).parent.mkdir(parents=True, exist_ok=True)
+        (destination.staging / name).write_bytes(data)
         destination.commit(0o755)
     except BaseException:
         destination.abort()
         raise
-    return manifest
+    return entries
 
 
-def _json(value: object) -> bytes:
+def _manifest(entries: list[FileEntry]) -> tuple[str, bytes]:
+    """``manifest.json`` of a bundle's entries."""
+    return MANIFEST, json_bytes(Manifest(MANIFEST_SCHEMA, entries))
+
+
+def json_bytes(value: object) -> bytes:
     """Indented JSON (msgspec), ending with a newline."""
     return msgspec.json.format(msgspec.json.encode(value), indent=2) + b"\n"
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from casstore.bundle.files import Content, FileEntry, Manifest, write_files
+from casstore.bundle.files import Content, FileEntry, write_files
 from casstore.bundle.lines import sample_lines
 from casstore.bundle.read import SAMPLES, SUMMARY
 from casstore.bundle.samples import Details, Sample
@@ -36,9 +36,9 @@ def write_bundle(
     details: Sequence[Details | Sample] | None = None,
     sources: Sequence[str] = (),
     taskset: dict[str, Any] | None = None,
-) -> Manifest:
+) -> list[FileEntry]:
     """Write the bundle of ``report`` to ``dest`` (missing or an empty directory; nothing is
-    left there on failure) and return its manifest.
+    left there on failure) and return the entries of its manifest.
 
     ``report`` must carry its table (what :func:`scoring.score` returns), a canonical one;
     ``details`` one per row (None: the job ids only); ``scoring`` the definition it was
