@@ -25,7 +25,7 @@ from casstore.errors import UsageError
 from cli.options import JsonOption
 from cli.output import emit_json, out_console
 
-__all__ = ["bundle_options", "register"]
+__all__ = ["bundle_options", "register", "show_trace"]
 
 _FROM_BUNDLE = {
     "reward_key": "reward_key",
@@ -87,6 +87,62 @@ def verify_bundle(
         emit_json({"ok": True, "bundle": str(directory), "files": len(manifest.files)})
         return
     out_console.print(f"ok {len(manifest.files)} files  {directory}")
+
+
+def show_trace(store: Path, ref: str, json: bool) -> None:
+    """``casstore show JOB/TRIAL --trace``: the agent trace of a trial of an imported job
+    (:mod:`casstore.trials.trace`), one line per step (``--json``: the whole trace)."""
+    from casstore.store import Store  # here: for start-up time
+    from casstore.trials import Jobs
+    from casstore.trials.trace import translate
+
+    job, slash, trial = ref.rpartition("/")
+    if not slash or not job or not trial:
+        raise UsageError(ref, "--trace takes JOB/TRIAL (an imported job's id or name, a trial)")
+    with Store(store, create=False) as opened:
+        jobs = Jobs(opened)
+        found = [r for r in jobs.trial_records(job) if r.trial_name == trial]
+        if not found:
+            raise UsageError(ref, f"no trial {trial!r} in the job {job!r}")
+        if found[0].trace is None:
+            raise UsageError(ref, "the trial has no trajectory (agent/trajectory.json)")
+        trace = translate(jobs.evidence(found[0].trace), ref)
+    if json:
+        import msgspec
+
+        emit_json({"trial": ref, "trace_ref": found[0].trace, **msgspec.to_builtins(trace)})
+        return
+    raw = len(trace.steps) - trace.known_steps
+    out_console.print(
+        f"trace {ref}: {trace.format}, {len(trace.steps)} steps "
+        f"({trace.known_steps} read by Harbor's model, {raw} kept raw)"
+    )
+    for step in trace.steps:
+        for line in _step_lines(step):
+            out_console.print(line)
+
+
+def _short(value: object, width: int = 160) -> str:
+    """``value`` on one line of at most ``width`` characters."""
+    from casstore.errors import printable
+
+    text = value if isinstance(value, str) else repr(value)
+    text = printable(" ".join(text.split()))
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _step_lines(step: Any) -> list[str]:
+    """The text lines of one trace step."""
+    head = f"#{step.step_id if step.step_id is not None else '?'} {step.timestamp or '-'} "
+    lines = [head + f"{step.role}: {_short(step.content) if step.content else ''}".rstrip()]
+    lines += [f"    tool call {c['name']}: {_short(c['arguments'])}" for c in step.tool_calls]
+    lines += [f"    tool result {r['call_id']}: {_short(r['content'])}" for r in step.tool_results]
+    if step.tokens:
+        tokens = ", ".join(f"{k} {v}" for k, v in step.tokens.items() if v is not None)
+        lines.append(f"    tokens {tokens}" + (f", cost {step.cost_usd}" if step.cost_usd else ""))
+    if "raw_atif_step" in step.metadata:
+        lines.append(f"    kept raw (metadata.raw_atif_step): {step.metadata['atif_error']}")
+    return lines
 
 
 def register(app: typer.Typer) -> None:

@@ -177,10 +177,22 @@ def _ls_line(row: dict[str, Any]) -> str:
 
 def show(
     ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(help="workspace/name[#digest] of a taskset or task.")],
+    ref: Annotated[
+        str,
+        typer.Argument(help="workspace/name[#digest] of a taskset or task (--trace: JOB/TRIAL)."),
+    ],
+    trace: Annotated[
+        bool, typer.Option("--trace", help="Show the agent trace of the trial JOB/TRIAL.")
+    ] = False,
     json: JsonOption = False,
 ) -> None:
-    """Show a taskset (tried first) or task revision."""
+    """Show a taskset (tried first) or task revision; with --trace, the agent trace of a
+    trial of an imported job (REF is JOB/TRIAL)."""
+    if trace:
+        from cli.bundle import show_trace
+
+        options: GlobalOptions = ctx.obj
+        return show_trace(options.store, ref, json)
     with _store(ctx) as store:
         kind, _ = store.resolve(ref)
         revision: TaskRevision | TasksetRevision
