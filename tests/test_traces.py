@@ -182,3 +182,26 @@ def test_import_finds_agent_trajectory_and_skips_what_is_no_file(tmp_path: Path)
         assert records["alpha__1"].trace is None and records["alpha__2"].trace is None
         assert casstore.Jobs(opened).evidence(records["alpha__0"].trace) == body
         assert casstore.fsck(opened).ok
+
+
+@pytest.mark.realdata
+def test_fsck_checks_the_trace_reference(fixtures_dir: Path, tmp_path: Path) -> None:
+    from casstore.trials.stored_form import decode_trial_pack, encode_stored, encode_trial_pack
+
+    store = tmp_path / "store"
+    records = _imported(store, fixtures_dir / FULL)
+    with casstore.open_store(store) as opened:
+        assert casstore.fsck(opened).ok
+        (key,) = opened.index.read(
+            lambda txn: [k.decode() for k, _ in txn.raw_items("trial_packs")]
+        )
+        job = casstore.Jobs(opened).get("full")
+        pack = opened.index.read(lambda txn: bytes(txn.raw_get("trial_packs", key)))
+        trials = decode_trial_pack(pack, job.job_id, job.path, job.reward_key, True)
+        trials[1].trace = records[COBOL].evidence.replace("#1", "#9")
+        data = encode_trial_pack([encode_stored(t, job.path, job.reward_key) for t in trials])
+        opened.index.write(lambda txn: txn.raw_put("trial_packs", key, data))
+        report = casstore.fsck(opened)
+    (problem,) = report.problems
+    assert problem["kind"] == "corrupt_trial", problem
+    assert "is no frame of the trial's evidence pack" in str(problem)
