@@ -2,9 +2,9 @@
 
 Trials: :func:`benchmarks.test_bench_rescore.make_table` (100,000 tasks × 10 attempts, three
 reward keys, exceptions, missing verifiers, invalid mappings; the smoke run: 100 tasks), with
-one :class:`~casstore.bundle.samples.Details` per attempt as an imported job gives them (job,
-timings, tokens, cost, evidence reference, result path, an exception message on the attempts
-with an exception).
+the details of one :class:`~casstore.trials.TrialRecord` per attempt as an imported job gives
+them (job, timings, tokens, cost, evidence reference, result path, an exception message on the
+attempts with an exception).
 
 * ``write``: what ``rescore --bundle`` adds to a rescore: the canonical table
   (:func:`casstore.bundle.canonical`) and :func:`casstore.bundle.write_bundle` of its report
@@ -28,9 +28,10 @@ import msgspec
 import pytest
 
 from benchmarks.test_bench_rescore import make_table, tasks_for
-from casstore.bundle import Details, Scoring, canonical, open_bundle, write_bundle
+from casstore.bundle import Scoring, canonical, open_bundle, write_bundle
 from casstore.bundle.read import SAMPLES
 from casstore.table.columns import Flag, RewardTable
+from casstore.trials import TrialRecord
 from scoring import score
 
 GROUP = "bundle"
@@ -42,12 +43,14 @@ def table(enabled: bool) -> RewardTable:
 
 
 @pytest.fixture(scope="module")
-def details(table: RewardTable) -> list[Details]:
-    """One attempt's details per row (timings, tokens, cost, references)."""
+def details(table: RewardTable) -> list[TrialRecord]:
+    """One attempt's trial record per row (its details: timings, tokens, cost, references)."""
     errors = (table.flags & Flag.EXCEPTION) != 0
     return [
-        Details(
-            job="bench",
+        TrialRecord(
+            job_id="bench",
+            trial_name=name,
+            task_name="",
             exception_message="Agent timed out after 900.0 seconds" if error else None,
             started_at="2026-05-10T01:58:43.507399Z",
             finished_at="2026-05-10T02:12:17.238645Z",

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from casstore.bundle.read import is_bundle, open_bundle
-from casstore.bundle.samples import Details, Sample, details_of
+from casstore.bundle.samples import Details
 from casstore.errors import ScoringError, UnknownReferenceError, UsageError
 from casstore.progress import NO_PROGRESS, Progress
 from casstore.store import Store, TaskRevision
@@ -110,13 +110,14 @@ def load_trials(
     progress: Progress = NO_PROGRESS,
     *,
     details: bool = True,
-) -> tuple[RewardTable, list[Details | Sample] | None]:
+) -> tuple[RewardTable, list[Details] | None]:
     """:func:`load_sources`' table and, with ``details``, each row's
-    :class:`~casstore.bundle.samples.Details` (job, exception message, timings, tokens,
-    evidence and trace references: what a bundle's samples say beyond the table); else None.
+    :data:`~casstore.bundle.samples.Details`, its trial record or bundle sample (job,
+    exception message, timings, tokens, evidence and trace references: what a bundle's samples
+    say beyond the table); else None.
     """
     tables: list[RewardTable] = []
-    rows: list[Sequence[Details | Sample]] = []
+    rows: list[Sequence[Details]] = []
     trials = _TrialSources()
     listings = _listings(sources)
     if listings:
@@ -175,12 +176,12 @@ def _job_directories(
         yield table, _details(table, parsed.trials, str(job)) if details else []
 
 
-def _bundle(path: Path, trials: _TrialSources) -> tuple[RewardTable, Sequence[Details | Sample]]:
+def _bundle(path: Path, trials: _TrialSources) -> tuple[RewardTable, Sequence[Details]]:
     """The table and details of the bundle at ``path`` (checked against its manifest)."""
     bundle = open_bundle(path)
     by_job: dict[str, list[str]] = {}
     for row, detail in enumerate(bundle.details):
-        by_job.setdefault(detail.job, []).append(bundle.table.trials[row])
+        by_job.setdefault(detail.job_id, []).append(bundle.table.trials[row])
     trials.add(f"bundle {path}", by_job, unique=False)
     return bundle.table, bundle.details
 
@@ -213,7 +214,7 @@ def _imported_job(
 
 
 def _details(table: RewardTable, records: Sequence[TrialRecord], source: str) -> list[Details]:
-    """The details of each row of ``table``, from the ``records`` it was built from (rows
+    """The trial record of each row of ``table``, from the ``records`` it was built from (rows
     are by task, then job, attempt and trial name); ScoringError when they do not match."""
     position = {name: i for i, name in enumerate(table.tasks)}
     order = sorted(
@@ -225,7 +226,7 @@ def _details(table: RewardTable, records: Sequence[TrialRecord], source: str) ->
         r.trial_name != name for r, name in zip(order, names, strict=False)
     ):
         raise ScoringError(source, "the trial records do not match the reward table's rows")
-    return [details_of(record) for record in order]
+    return list(order)
 
 
 @contextmanager

@@ -91,7 +91,7 @@ def test_samples_give_back_the_canonical_table() -> None:
     assert samples[3].primary is None and samples[2].primary == 0.0
     back = table_of_samples(samples, "reward", "samples.jsonl")
     _same(back, table)
-    assert [s.job for s in samples] == ["job-1"] * 5
+    assert [s.job_id for s in samples] == ["job-1"] * 5
     assert score(canonical(_table())).to_json() == score(back).to_json()
 
 

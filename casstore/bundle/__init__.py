@@ -15,7 +15,7 @@ archive, table, trials and scoring.
 
 from casstore.bundle.files import Manifest, check_destination, verify_files
 from casstore.bundle.read import Bundle, is_bundle, open_bundle
-from casstore.bundle.samples import Details, Sample, details_of
+from casstore.bundle.samples import Details, Sample
 from casstore.bundle.summary import Scoring, taskset_pins
 from casstore.bundle.table import canonical
 from casstore.bundle.write import write_bundle
@@ -28,7 +28,6 @@ __all__ = [
     "Scoring",
     "canonical",
     "check_destination",
-    "details_of",
     "is_bundle",
     "open_bundle",
     "taskset_pins",

@@ -66,7 +66,7 @@ FAILURE_DOMAIN = {
 def write_gage(
     dest: Path | str,
     report: ScoreReport,
-    details: Sequence[Details | Sample],
+    details: Sequence[Details],
     job_dir: str | None,
 ) -> list[FileEntry]:
     """Write the GAGE export of ``report`` (scored from a canonical table, with its

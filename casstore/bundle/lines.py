@@ -36,7 +36,7 @@ def sample_lines(
 ) -> Iterator[bytes]:
     """Blocks of ``samples.jsonl`` lines (each line ending ``\\n``) of a canonical ``table``,
     in row order; ``details``: one object per row with the fields of
-    :class:`~casstore.bundle.samples.Details` (a Details, or a Sample read back), or None
+    :data:`~casstore.bundle.samples.DETAIL_FIELDS` (a trial record, or a sample read back), or None
     (the job id only, when the table holds one job)."""
     encoder = msgspec.json.Encoder()
     for start in range(0, len(table), BLOCK):
@@ -76,7 +76,7 @@ def _samples(
         for name in DETAIL_FIELDS:
             columns[name] = list(map(attrgetter(name), chosen))
     else:
-        columns["job"] = [table.jobs[0] if len(table.jobs) == 1 else ""] * n
+        columns["job_id"] = [table.jobs[0] if len(table.jobs) == 1 else ""] * n
     default = [None] * n
     return list(
         starmap(Sample, zip(*(columns.get(f, default) for f in SAMPLE_FIELDS), strict=True))

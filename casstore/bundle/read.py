@@ -40,7 +40,7 @@ def is_bundle(path: Path | str) -> bool:
 class Bundle:
     """An opened bundle: ``summary`` (summary.json, decoded), ``scoring`` (its definition),
     ``table`` (the canonical reward table of samples.jsonl) and ``details``: its samples, one
-    per row (they hold every field of :class:`~casstore.bundle.samples.Details`)."""
+    per row (they hold their details, :data:`~casstore.bundle.samples.DETAIL_FIELDS`)."""
 
     root: Path
     summary: dict[str, Any]

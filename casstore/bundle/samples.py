@@ -8,7 +8,7 @@ Written by :mod:`casstore.bundle.lines` from the rows of a reward table, read ba
      "status": "scored",                     # scored | partial | errored | no_verifier | invalid
      "primary": 1.0,                         # the value scored (0.0 when unusable; null: invalid)
      "rewards": {"reward": 1.0, "style": 2}, # every reward as the table holds it (see below)
-     "job": "<job id>",
+     "job_id": "<job id>",
      "diagnostics": [{"code": "secondary_missing", "output": "fmt"}],
      "has_exception": false, "has_verifier": true, "valid": true,
      "exception_type": ..., "exception_message": ..., "failure": "<failure code>",
@@ -44,53 +44,10 @@ __all__ = [
     "Details",
     "Diagnostic",
     "Sample",
-    "details_of",
     "read_samples",
     "read_value",
     "written",
 ]
-
-
-class Details(msgspec.Struct, kw_only=True, gc=False):
-    """What a sample says beyond the reward table: the attempt's job, exception message,
-    timings, tokens and cost, and where its evidence and trace are."""
-
-    job: str = ""
-    exception_message: str | None = None
-    started_at: str | None = None
-    finished_at: str | None = None
-    environment_setup: Timing | None = None
-    agent_setup: Timing | None = None
-    agent_execution: Timing | None = None
-    verifier: Timing | None = None
-    n_input_tokens: int | None = None
-    n_cache_tokens: int | None = None
-    n_output_tokens: int | None = None
-    cost_usd: float | None = None
-    evidence: str | None = None
-    trace: str | None = None
-    result_path: str | None = None
-
-
-def details_of(record: TrialRecord) -> Details:
-    """The :class:`Details` of a trial record (its ``trace`` when it has one)."""
-    return Details(
-        job=record.job_id,
-        exception_message=record.exception_message,
-        started_at=record.started_at,
-        finished_at=record.finished_at,
-        environment_setup=record.environment_setup,
-        agent_setup=record.agent_setup,
-        agent_execution=record.agent_execution,
-        verifier=record.verifier,
-        n_input_tokens=record.n_input_tokens,
-        n_cache_tokens=record.n_cache_tokens,
-        n_output_tokens=record.n_output_tokens,
-        cost_usd=record.cost_usd,
-        evidence=record.evidence,
-        trace=getattr(record, "trace", None),
-        result_path=record.result_path,
-    )
 
 
 class Diagnostic(msgspec.Struct, gc=False):
@@ -102,7 +59,7 @@ class Diagnostic(msgspec.Struct, gc=False):
 
 class Sample(msgspec.Struct, omit_defaults=True, gc=False):
     """One line of ``samples.jsonl`` (the module docstring): the attempt, scoring's verdict
-    on it, then its :class:`Details` (which a sample can stand for: it has their fields)."""
+    on it, then its details (:data:`DETAIL_FIELDS`)."""
 
     trial: str
     task: str
@@ -110,7 +67,7 @@ class Sample(msgspec.Struct, omit_defaults=True, gc=False):
     status: str
     primary: float | None
     rewards: dict[str, Any]
-    job: str = ""
+    job_id: str = ""
     diagnostics: list[Diagnostic] = []
     has_exception: bool = False
     has_verifier: bool = True
@@ -138,8 +95,29 @@ class Sample(msgspec.Struct, omit_defaults=True, gc=False):
 
 
 SAMPLE_FIELDS = Sample.__struct_fields__
-DETAIL_FIELDS = Details.__struct_fields__
-"""The fields of a :class:`Details` (a :class:`Sample` has them all)."""
+DETAIL_FIELDS = (
+    "job_id",
+    "exception_message",
+    "started_at",
+    "finished_at",
+    "environment_setup",
+    "agent_setup",
+    "agent_execution",
+    "verifier",
+    "n_input_tokens",
+    "n_cache_tokens",
+    "n_output_tokens",
+    "cost_usd",
+    "evidence",
+    "trace",
+    "result_path",
+)
+"""What a sample says beyond the reward table (the attempt's job, exception message,
+timings, tokens and cost, where its evidence and trace are): fields of a trial record and of
+a sample alike, so either gives a sample its details (:data:`Details`)."""
+
+type Details = TrialRecord | Sample
+"""The details of one row: the trial record it was read from, or the sample read back."""
 
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 

@@ -102,7 +102,7 @@ def table_of_samples(samples: Sequence[Sample], reward_key: str, where: str) -> 
         primary_kind=primary_kind,
         values=values,
         kinds=kinds,
-        jobs=list(dict.fromkeys(map(attrgetter("job"), samples))),
+        jobs=list(dict.fromkeys(map(attrgetter("job_id"), samples))),
         **labels,
     )
 

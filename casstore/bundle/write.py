@@ -2,11 +2,11 @@
 
 :func:`write_bundle` takes what a rescore (or, once it exists, a run) has: the
 :class:`~scoring.ScoreReport` of a canonical reward table
-(:func:`casstore.bundle.samples.canonical`), each row's
-:class:`~casstore.bundle.samples.Details`, the :class:`~casstore.bundle.summary.Scoring`
-definition used, and where the trials came from. It writes, atomically
-(:func:`casstore.bundle.files.write_files`): ``samples.jsonl``, ``summary.json``, any
-``metric.py`` under ``metrics/<i>/``, and ``manifest.json``.
+(:func:`casstore.bundle.table.canonical`), each row's details
+(:data:`~casstore.bundle.samples.Details`: its trial record, or its sample), the
+:class:`~casstore.bundle.summary.Scoring` definition used, and where the trials came
+from. It writes, atomically (:func:`casstore.bundle.files.write_files`): ``samples.jsonl``,
+``summary.json``, any ``metric.py`` under ``metrics/<i>/``, and ``manifest.json``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from casstore.bundle.files import Content, FileEntry, write_files
 from casstore.bundle.lines import sample_lines
 from casstore.bundle.read import SAMPLES, SUMMARY
-from casstore.bundle.samples import Details, Sample
+from casstore.bundle.samples import Details
 from casstore.bundle.summary import SUMMARY_SCHEMA, Scoring, dumps, provenance, scoring_json
 from casstore.errors import UsageError
 from scoring import ScoreReport
@@ -33,7 +33,7 @@ def write_bundle(
     report: ScoreReport,
     scoring: Scoring,
     *,
-    details: Sequence[Details | Sample] | None = None,
+    details: Sequence[Details] | None = None,
     sources: Sequence[str] = (),
     taskset: dict[str, Any] | None = None,
 ) -> list[FileEntry]:
