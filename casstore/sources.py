@@ -127,7 +127,7 @@ def load_trials(
         for source in sources:
             path = Path(source)
             if path.is_dir() and is_bundle(path):
-                table, found = _bundle(path, trials)
+                table, found = _bundle(path, trials, details)
             elif path.is_dir():
                 for table, found in _job_directories(
                     path, reward_key, trials, listings, progress, details
@@ -176,12 +176,15 @@ def _job_directories(
         yield table, _details(table, parsed.trials, str(job)) if details else []
 
 
-def _bundle(path: Path, trials: _TrialSources) -> tuple[RewardTable, Sequence[Details]]:
-    """The table and details of the bundle at ``path`` (checked against its manifest)."""
-    bundle = open_bundle(path)
+def _bundle(
+    path: Path, trials: _TrialSources, details: bool
+) -> tuple[RewardTable, Sequence[Details]]:
+    """The table (and details) of the bundle at ``path`` (checked against its manifest)."""
+    bundle = open_bundle(path, details)
+    table = bundle.table
     by_job: dict[str, list[str]] = {}
-    for row, detail in enumerate(bundle.details):
-        by_job.setdefault(detail.job_id, []).append(bundle.table.trials[row])
+    for name, job in zip(table.trials, bundle.job_ids, strict=True):
+        by_job.setdefault(job, []).append(name)
     trials.add(f"bundle {path}", by_job, unique=False)
     return bundle.table, bundle.details
 

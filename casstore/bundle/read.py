@@ -10,6 +10,7 @@ canonical reward table of its samples and each row's details.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +40,15 @@ def is_bundle(path: Path | str) -> bool:
 @dataclass(eq=False)
 class Bundle:
     """An opened bundle: ``summary`` (summary.json, decoded), ``scoring`` (its definition),
-    ``table`` (the canonical reward table of samples.jsonl) and ``details``: its samples, one
-    per row (they hold their details, :data:`~casstore.bundle.samples.DETAIL_FIELDS`)."""
+    ``table`` (the canonical reward table of samples.jsonl), ``job_ids`` (each row's job) and
+    ``details``: its samples, one per row (they hold their details,
+    :data:`~casstore.bundle.samples.DETAIL_FIELDS`), or empty when opened without."""
 
     root: Path
     summary: dict[str, Any]
     scoring: Scoring
     table: RewardTable
+    job_ids: list[str]
     details: list[Sample]
 
 
@@ -95,8 +98,9 @@ class _ScoringFields(msgspec.Struct):
 _SCORING_FIELDS = _ScoringFields.__struct_fields__
 
 
-def open_bundle(root: Path | str) -> Bundle:
-    """The bundle at ``root``, every file checked first (see the module docstring).
+def open_bundle(root: Path | str, details: bool = True) -> Bundle:
+    """The bundle at ``root``, every file checked first (see the module docstring); without
+    ``details`` its samples hold only what the table needs (``details`` then empty).
 
     Raises DigestMismatchError / CorruptArchiveError naming the file that fails."""
     root = Path(root)
@@ -104,6 +108,7 @@ def open_bundle(root: Path | str) -> Bundle:
     summary = _summary(root)
     scoring = read_scoring(summary, str(root / SUMMARY))
     where = str(root / SAMPLES)
-    samples = read_samples(read_regular(root / SAMPLES), where)
+    samples = read_samples(read_regular(root / SAMPLES), where, details)
     table = table_of_samples(samples, scoring.reward_key, where)
-    return Bundle(root, summary, scoring, table, samples)
+    job_ids = list(map(attrgetter("job_id"), samples))
+    return Bundle(root, summary, scoring, table, job_ids, samples if details else [])
