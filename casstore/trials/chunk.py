@@ -167,8 +167,12 @@ def read_trajectory(dir_fd: int | None, base: str, trial: str) -> bytes | None:
     link followed at its name, at most :data:`~casstore.trials.files.MAX_RESULT_BYTES`), or
     None when it has none that can be read."""
     for where in TRAJECTORIES:
+        path = f"{base}{trial}/{where}"
+        # a missing file (the usual case) costs one faccessat and no exception
+        if not os.access(path, os.F_OK, dir_fd=dir_fd, follow_symlinks=False):
+            continue
         try:
-            fd = os.open(f"{base}{trial}/{where}", OPEN_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
+            fd = os.open(path, OPEN_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
         except OSError:
             continue
         try:
