@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
 import msgspec
@@ -34,6 +34,7 @@ __all__ = [
     "check_destination",
     "json_bytes",
     "read_manifest",
+    "verified_files",
     "verify_files",
     "write_files",
 ]
@@ -162,15 +163,23 @@ def verify_files(root: Path | str) -> Manifest:
     Raises DigestMismatchError naming the file whose bytes changed (size or SHA-256),
     CorruptArchiveError naming a file missing, not listed, or not a regular file, or the
     manifest itself when it is damaged; UsageError when ``root`` holds no manifest."""
-    root = Path(root)
+    return verified_files(Path(root))[0]
+
+
+def verified_files(root: Path, keep: Collection[str] = ()) -> tuple[Manifest, dict[str, bytes]]:
+    """:func:`verify_files`, and the bytes of the files ``keep`` names as they were checked
+    (read once: what is checked is what is used)."""
     manifest = read_manifest(root)
     listed = {entry.path for entry in manifest.files}
     for found in _files_under(root):
         if found not in listed and found != MANIFEST:
             raise CorruptArchiveError(str(root / found), "not listed in manifest.json")
+    kept = {}
     for entry in manifest.files:
-        _check_file(root, entry)
-    return manifest
+        data = _check_file(root, entry, entry.path in keep)
+        if data is not None:
+            kept[entry.path] = data
+    return manifest, kept
 
 
 def _files_under(root: Path) -> list[str]:
@@ -183,18 +192,23 @@ def _files_under(root: Path) -> list[str]:
     return sorted(found)
 
 
-def _check_file(root: Path, entry: FileEntry) -> None:
+def _check_file(root: Path, entry: FileEntry, keep: bool) -> bytes | None:
     """DigestMismatchError / CorruptArchiveError naming ``root/entry.path`` unless it is a
-    regular file of the listed size and SHA-256."""
+    regular file of the listed size and SHA-256; its bytes when ``keep``."""
     path = root / entry.path
     if not os.path.lexists(path):
         raise CorruptArchiveError(str(path), "listed in manifest.json but missing")
     if os.path.islink(path):
         raise CorruptArchiveError(str(path), "a symbolic link, not a file of the bundle")
     fd = open_regular(path)
+    data = None
     with os.fdopen(fd, "rb") as handle:
-        digest = hashlib.file_digest(handle, "sha256")
-        size = handle.tell()
+        if keep:
+            data = handle.read()
+            digest, size = hashlib.sha256(data), len(data)
+        else:
+            digest = hashlib.file_digest(handle, "sha256")
+            size = handle.tell()
     actual = f"sha256:{digest.hexdigest()}"
     if size != entry.bytes or actual != entry.sha256:
         raise DigestMismatchError(
@@ -202,3 +216,4 @@ def _check_file(root: Path, entry: FileEntry) -> None:
             f"{size} bytes with {actual}, manifest.json lists {entry.bytes} bytes with "
             f"{entry.sha256}",
         )
+    return data

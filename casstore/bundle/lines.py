@@ -18,7 +18,14 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from casstore.bundle.samples import DETAIL_FIELDS, SAMPLE_FIELDS, Diagnostic, Sample, written
+from casstore.bundle.samples import (
+    DETAIL_FIELDS,
+    SAMPLE_FIELDS,
+    Diagnostic,
+    Sample,
+    paused_gc,
+    written,
+)
 from casstore.table.columns import Flag, Kind, RewardTable
 from scoring import STATUS_NAMES, Attempts
 from scoring._rules import CODE_NAMES
@@ -41,7 +48,9 @@ def sample_lines(
     encoder = msgspec.json.Encoder()
     for start in range(0, len(table), BLOCK):
         rows = slice(start, min(start + BLOCK, len(table)))
-        yield encoder.encode_lines(_samples(table, rules, details, rows))
+        with paused_gc():
+            lines = encoder.encode_lines(_samples(table, rules, details, rows))
+        yield lines
 
 
 def _samples(

@@ -16,12 +16,12 @@ from typing import Any
 
 import msgspec
 
-from casstore.bundle.files import MANIFEST, MANIFEST_SCHEMA, verify_files
-from casstore.bundle.samples import Sample, read_samples
+from casstore.bundle.files import MANIFEST, MANIFEST_SCHEMA, verified_files
+from casstore.bundle.samples import Sample, paused_gc, read_samples
 from casstore.bundle.summary import SUMMARY_SCHEMA, Scoring, views_of
 from casstore.bundle.table import table_of_samples
 from casstore.errors import CorruptArchiveError
-from casstore.inputs import read_if_regular, read_regular
+from casstore.inputs import read_if_regular
 from casstore.table.columns import RewardTable
 
 __all__ = ["SAMPLES", "SUMMARY", "Bundle", "is_bundle", "open_bundle", "read_scoring"]
@@ -52,11 +52,14 @@ class Bundle:
     details: list[Sample]
 
 
-def _summary(root: Path) -> dict[str, Any]:
-    """summary.json, decoded; CorruptArchiveError naming it when it is no bundle summary."""
+def _summary(root: Path, data: bytes | None) -> dict[str, Any]:
+    """summary.json (its checked ``data``), decoded; CorruptArchiveError naming it when it is
+    no bundle summary or the manifest does not list it."""
     where = str(root / SUMMARY)
+    if data is None:
+        raise CorruptArchiveError(where, "not listed in manifest.json: no bundle summary")
     try:
-        summary = msgspec.json.decode(read_regular(root / SUMMARY))
+        summary = msgspec.json.decode(data)
     except msgspec.DecodeError as error:
         raise CorruptArchiveError(where, f"not JSON: {error}") from None
     if not isinstance(summary, dict) or summary.get("schema") != SUMMARY_SCHEMA:
@@ -104,11 +107,14 @@ def open_bundle(root: Path | str, details: bool = True) -> Bundle:
 
     Raises DigestMismatchError / CorruptArchiveError naming the file that fails."""
     root = Path(root)
-    verify_files(root)
-    summary = _summary(root)
+    _, kept = verified_files(root, (SUMMARY, SAMPLES))
+    summary = _summary(root, kept.get(SUMMARY))
     scoring = read_scoring(summary, str(root / SUMMARY))
     where = str(root / SAMPLES)
-    samples = read_samples(read_regular(root / SAMPLES), where, details)
-    table = table_of_samples(samples, scoring.reward_key, where)
+    if SAMPLES not in kept:
+        raise CorruptArchiveError(where, "not listed in manifest.json: no bundle samples")
+    with paused_gc():
+        samples = read_samples(kept[SAMPLES], where, details)
+        table = table_of_samples(samples, scoring.reward_key, where)
     job_ids = list(map(attrgetter("job_id"), samples))
     return Bundle(root, summary, scoring, table, job_ids, samples if details else [])
