@@ -251,3 +251,43 @@ def test_rescore_of_a_bundle_under_a_taskset(capsys, tmp_path: Path) -> None:
     with pytest.raises(DigestMismatchError):
         (out / SUMMARY).write_bytes(b"{}")
         open_bundle(out)
+
+
+def _rewrite(out: Path, name: str, data: bytes) -> None:
+    """Replace a bundle file and re-hash it in the manifest, as someone forging it would."""
+    import hashlib
+
+    (out / name).write_bytes(data)
+    manifest = json.loads((out / "manifest.json").read_bytes())
+    for entry in manifest["files"]:
+        if entry["path"] == name:
+            entry["sha256"] = "sha256:" + hashlib.sha256(data).hexdigest()
+            entry["bytes"] = len(data)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_a_forged_bundle_is_refused_naming_what_is_wrong(tmp_path: Path) -> None:
+    out = _bundle(tmp_path)
+    lines = (out / SAMPLES).read_bytes().splitlines(keepends=True)
+    _rewrite(out, SAMPLES, b"".join([*lines, lines[0]]))  # one attempt twice
+    with pytest.raises(casstore.errors.ScoringError, match="trial given twice"):
+        casstore.rescore([out], store=tmp_path / "none")
+    _rewrite(out, SAMPLES, lines[0].replace(b'"rewards":{', b'"rewards":{"x":null,'))
+    with pytest.raises(CorruptArchiveError, match=rf"{SAMPLES}:1: not a reward value"):
+        casstore.rescore([out], store=tmp_path / "none")
+    _rewrite(out, SAMPLES, b"".join(lines))
+    _rewrite(out, SUMMARY, b'{"schema": "other"}')
+    with pytest.raises(CorruptArchiveError, match="not a bundle summary"):
+        casstore.rescore([out], store=tmp_path / "none")
+    manifest = json.loads((out / "manifest.json").read_bytes())
+    manifest["files"].append({"path": "../outside", "sha256": "sha256:" + "0" * 64, "bytes": 1})
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CorruptArchiveError, match=r"lists an unsafe path '\.\./outside'"):
+        casstore.verify_bundle(out)
+    os.symlink(out / SAMPLES, tmp_path / "link")
+    manifest["files"].pop()
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    os.unlink(out / SUMMARY)
+    os.symlink(tmp_path / "link", out / SUMMARY)
+    with pytest.raises(CorruptArchiveError, match="a symbolic link, not a file of the bundle"):
+        casstore.verify_bundle(out)
