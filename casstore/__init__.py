@@ -58,11 +58,13 @@ if TYPE_CHECKING:
         compare,
         create_taskset,
         discover_tasks,
+        export_gage,
         extract,
         fsck,
         gc,
         import_jobs,
         log,
+        open_bundle,
         open_store,
         pack,
         pack_into,
@@ -72,7 +74,9 @@ if TYPE_CHECKING:
         rescore,
         rm,
         verify,
+        verify_bundle,
         verify_each,
+        write_bundle,
         write_report,
     )
     from casstore.archive.batch import Outcome
@@ -80,6 +84,7 @@ if TYPE_CHECKING:
     from casstore.archive.limits import Limits
     from casstore.archive.pack import PackResult
     from casstore.archive.read import VerifyResult
+    from casstore.bundle.read import Bundle
     from casstore.comparison.api import Comparison
     from casstore.errors import CasstoreError
     from casstore.progress import Progress
@@ -98,6 +103,7 @@ if TYPE_CHECKING:
     from scoring import ScoreReport, View
 
 __all__ = [
+    "Bundle",
     "CasstoreError",
     "CheckoutResult",
     "Comparison",
@@ -127,11 +133,13 @@ __all__ = [
     "compare",
     "create_taskset",
     "discover_tasks",
+    "export_gage",
     "extract",
     "fsck",
     "gc",
     "import_jobs",
     "log",
+    "open_bundle",
     "open_store",
     "pack",
     "pack_into",
@@ -141,11 +149,14 @@ __all__ = [
     "rescore",
     "rm",
     "verify",
+    "verify_bundle",
     "verify_each",
+    "write_bundle",
     "write_report",
 ]
 
 _HOMES = {
+    "Bundle": "casstore.bundle.read",
     "CasstoreError": "casstore.errors",
     "CheckoutResult": "casstore.store.checkout",
     "Comparison": "casstore.comparison.api",

@@ -20,12 +20,23 @@ from casstore.archive.limits import Limits
 from casstore.archive.modes import Modes, check_modes
 from casstore.archive.pack import PackResult, pack_tree
 from casstore.archive.read import VerifyResult, extract_archive, verify_archive
+from casstore.bundle import (
+    Manifest,
+    Scoring,
+    canonical,
+    check_destination,
+    open_bundle,
+    taskset_pins,
+    verify_files,
+    write_bundle,
+)
+from casstore.bundle.gage import write_gage
 from casstore.comparison.api import compare
 from casstore.digest import Digest
 from casstore.errors import UsageError
 from casstore.progress import NO_PROGRESS, Progress
 from casstore.report.api import write_report
-from casstore.sources import StoreArgument, check_taskset, load_sources, taskset_views
+from casstore.sources import StoreArgument, check_taskset, load_trials, taskset_views
 from casstore.store import DEFAULT_WORKSPACE, Store
 from casstore.store.checkout import CheckoutResult
 from casstore.store.core import check_store
@@ -57,11 +68,13 @@ __all__ = [
     "compare",
     "create_taskset",
     "discover_tasks",
+    "export_gage",
     "extract",
     "fsck",
     "gc",
     "import_jobs",
     "log",
+    "open_bundle",
     "open_store",
     "pack",
     "pack_into",
@@ -71,7 +84,9 @@ __all__ = [
     "rescore",
     "rm",
     "verify",
+    "verify_bundle",
     "verify_each",
+    "write_bundle",
     "write_report",
 ]
 
@@ -281,14 +296,17 @@ def rescore(
     taskset: str | None = None,
     metric_timeout: float = DEFAULT_METRIC_TIMEOUT,
     progress: Progress = NO_PROGRESS,
+    bundle: Path | str | None = None,
 ) -> ScoreReport:
     """Score the trials of ``sources`` (one or several job directories, saved-trials files,
-    ids or names of jobs imported in ``store``: an open :class:`Store`, left open, or the root
-    of one), as ``casstore rescore`` does. ``views``: a view file or views; with ``taskset``
-    the trials are checked against that taskset and the views its task revisions declare
-    apply too (``views`` win on a name). ``progress``: the trial directories of the job
-    directories given, as they are read. The other options as :func:`scoring.score` takes
-    them, checked before any source is read; :mod:`scoring.report` documents the report."""
+    bundles, ids or names of jobs imported in ``store``: an open :class:`Store`, left open,
+    or the root of one), as ``casstore rescore`` does. ``views``: a view file or views; with
+    ``taskset`` the trials are checked against that taskset and the views its task revisions
+    declare apply too (``views`` win on a name). ``progress``: the trial directories of the
+    job directories given, as they are read. ``bundle``: also write the run bundle there
+    (:mod:`casstore.bundle`; missing or an empty directory). The other options as
+    :func:`scoring.score` takes them, checked before any source is read;
+    :mod:`scoring.report` documents the report."""
     found = arguments.paths(sources, "sources")
     opened = store if isinstance(store, Store) else arguments.path(store, "store")
     group_by = arguments.names(group_by, "group_by")
@@ -296,12 +314,29 @@ def rescore(
     check_options(**options)
     chosen = arguments.views(views)
     declared = list(load_views(chosen) if isinstance(chosen, Path) else chosen or [])
-    table, origins = load_sources(found, opened, reward_key, progress)
+    dest = None if bundle is None else arguments.path(bundle, "bundle")
+    if dest is not None:
+        check_destination(dest)
+    table, origins, details = load_trials(
+        found, opened, reward_key, progress, details=dest is not None
+    )
+    pins = None
     if taskset is not None:
         names = {view.name for view in declared}
         items = check_taskset(table, opened, arguments.text(taskset, "taskset"))
         declared += [view for view in taskset_views(items) if view.name not in names]
-    return score(
+        pins = taskset_pins(taskset, items)
+    if dest is None:
+        return score(
+            table,
+            reward_key=reward_key,
+            group_by=group_by,
+            views=declared,
+            origins=origins,
+            **options,
+        )
+    table = canonical(table)  # the same rows in the same order: origins still apply
+    report = score(
         table,
         reward_key=reward_key,
         group_by=group_by,
@@ -309,6 +344,46 @@ def rescore(
         origins=origins,
         **options,
     )
+    definition = Scoring(
+        table.reward_key,
+        threshold=options["threshold"],
+        ks=None if options["ks"] is None else [int(k) for k in options["ks"]],
+        group_by=list(group_by),
+        metrics=[str(metric) for metric in options["metrics"]],
+        metric_timeout=options["metric_timeout"],
+        views=declared,
+    )
+    sources_given = [str(source) for source in found]
+    write_bundle(dest, report, definition, details=details, sources=sources_given, taskset=pins)
+    return report
+
+
+def export_gage(
+    job: Path | str,
+    dest: Path | str,
+    store: StoreArgument = ".casstore",
+    reward_key: str | None = None,
+) -> ScoreReport:
+    """Write the GAGE export of ``job`` (an imported job's id or name, a job directory or a
+    bundle) to the folder ``dest`` (missing or empty), scored with rescore's defaults, as
+    ``casstore export JOB --format gage -o DIR`` does (:mod:`casstore.bundle.gage`); returns
+    the report the export's numbers come from."""
+    source = arguments.path(job, "job")
+    opened = store if isinstance(store, Store) else arguments.path(store, "store")
+    folder = arguments.path(dest, "dest")
+    check_destination(folder)
+    table, _, details = load_trials([source], opened, reward_key)
+    report = score(canonical(table))
+    paths = [d.result_path for d in details or [] if d.result_path]
+    job_dir = str(Path(paths[0]).parent.parent) if paths else None
+    write_gage(folder, report, details or [], job_dir)
+    return report
+
+
+def verify_bundle(path: Path | str) -> Manifest:
+    """Check every file of the bundle ``path`` against its manifest (``casstore
+    verify-bundle``); raises the error naming the first file that fails."""
+    return verify_files(arguments.path(path, "path"))
 
 
 def fsck(store: Store, progress: Progress = NO_PROGRESS) -> FsckReport:

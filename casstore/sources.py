@@ -2,12 +2,15 @@
 
 :func:`load_sources` turns ``casstore rescore SOURCE...`` arguments into one
 :class:`~casstore.table.columns.RewardTable` and, beside it, where each row came from (its
-``origins``, what ``--group-by job,source`` groups by: :class:`Loaded`):
+``origins``, what ``--group-by job,source`` groups by: :mod:`casstore.origins`), as a
+:class:`Loaded`:
 
 * an existing directory: the Harbor job directories in it (``casstore.trials.find_jobs``),
   each parsed directly (``read_job``) with ``reward_key`` (default ``reward``);
 * an existing ``.jsonl`` that is no directory: saved trials (``read_trials_jsonl``; their
   recorded reward key; a FIFO, a device or a socket refused as not a regular file);
+* a bundle directory (``casstore rescore --bundle DIR`` wrote it: :mod:`casstore.bundle`):
+  its samples, every file checked against its manifest first;
 * anything else: the id or name of a job imported in the store
   (``Jobs(store).reward_table``): an open :class:`~casstore.store.Store`, or its root,
   opened once, for the first such source.
@@ -16,11 +19,6 @@ A SOURCE that looks like a path (holds ``/`` or ends with ``.jsonl``) but does n
 :class:`UsageError` ("no such file or directory") unless it is the name of an imported job; so
 is an existing file that is no imported job's name either, saying it holds no trials (and
 naming a Terminal-Bench 1 ``results.json`` as such: ``casstore.trials.find.not_a_job_file``).
-
-A row's ``source`` is the SOURCE argument it came from, as given; its ``job`` the name of its
-job: an imported job's registered name, a job directory's name, a trials file's job id (two
-jobs of one name are told apart as ``name#id``). A job directory or imported job holds one job;
-a trials file's rows are matched to their jobs by task and trial name.
 
 All sources must agree on the primary reward key (:func:`casstore.table.concat.concat_tables`
 refuses a mix). Each trial (job id + trial name) may be given once: the same trial reached
@@ -35,7 +33,6 @@ them; :func:`taskset_views` returns the views declared by the taskset's task rev
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -43,7 +40,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from casstore.bundle.read import is_bundle, open_bundle
+from casstore.bundle.samples import Details
 from casstore.errors import ScoringError, UnknownReferenceError, UsageError
+from casstore.origins import Origins
 from casstore.progress import NO_PROGRESS, Progress
 from casstore.store import Store, TaskRevision
 from casstore.table.columns import RewardTable
@@ -64,6 +64,7 @@ __all__ = [
     "StoreArgument",
     "check_taskset",
     "load_sources",
+    "load_trials",
     "open_store",
     "taskset_views",
 ]
@@ -91,12 +92,14 @@ def _opened(store: StoreArgument) -> Iterator[Store]:
 
 
 class Loaded(NamedTuple):
-    """The trials of the sources: one ``table``, and the ``origins`` of its rows
+    """The trials of the sources: one ``table``; the ``origins`` of its rows
     (``{"source": (codes, labels), "job": (codes, labels)}``, codes int32[n]; ``job`` absent
-    when a job directory or imported job held several jobs) for :func:`scoring.score`."""
+    when a job directory or imported job held several jobs) for :func:`scoring.score`; and,
+    when asked for, each row's ``details`` (else None)."""
 
     table: RewardTable
     origins: dict[str, tuple[np.ndarray, list[str]]]
+    details: list[Details] | None = None
 
 
 def load_sources(
@@ -109,13 +112,30 @@ def load_sources(
     docstring); ``store`` is read
     only for imported jobs (a root is opened once, for the first of them). ``progress``:
     ``start(trial directories of the job directories given)``, then ``advance`` per trial
-    directory read (imported jobs and trials files are read whole, unreported).
+    directory read (imported jobs, trials files and bundles are read whole, unreported).
 
     Raises ScoringError when a trial (job id + trial name) is given twice, UsageError when a
     path-like source does not exist.
     """
+    return load_trials(sources, store, reward_key, progress, details=False)
+
+
+def load_trials(
+    sources: Sequence[str | Path],
+    store: StoreArgument,
+    reward_key: str | None = None,
+    progress: Progress = NO_PROGRESS,
+    *,
+    details: bool = True,
+) -> Loaded:
+    """:func:`load_sources`' table and origins and, with ``details``, each row's
+    :data:`~casstore.bundle.samples.Details`, its trial record or bundle sample (job,
+    exception message, timings, tokens, evidence and trace references: what a bundle's samples
+    say beyond the table); else None.
+    """
     tables: list[RewardTable] = []
-    origins = _Origins()
+    rows: list[Sequence[Details]] = []
+    origins = Origins()
     trials = _TrialSources()
     listings = _listings(sources)
     if listings:
@@ -124,27 +144,40 @@ def load_sources(
         opened = None
         for source in sources:
             path = Path(source)
-            if path.is_dir():
-                for job, table in _job_directories(path, reward_key, trials, listings, progress):
+            if path.is_dir() and is_bundle(path):
+                table, found, job_ids = _bundle(path, trials, details)
+                origins.add(str(source), table, None, row_jobs=job_ids)
+            elif path.is_dir():
+                for job, table, found in _job_directories(
+                    path, reward_key, trials, listings, progress, details
+                ):
                     origins.add(str(source), table, job.name)
                     tables.append(table)
+                    rows.append(found)
+                continue
             elif path.suffix == ".jsonl" and path.exists():  # a FIFO too: refused as one
-                table, records = _trials_file(path, trials)
+                table, records, found = _trials_file(path, trials, details)
                 origins.add(str(source), table, None, records)
-                tables.append(table)
             else:
                 with _lookup(source, (UsageError, UnknownReferenceError)):
                     if opened is None:
                         opened = stack.enter_context(_opened(store))
-                    table, name = _imported_job(opened, str(source), trials)
+                    table, name, found = _imported_job(opened, str(source), trials, details)
                     origins.add(str(source), table, name)
-                    tables.append(table)
-    return Loaded(concat_tables(tables), origins.columns())
+            tables.append(table)
+            rows.append(found)
+    every = [d for found in rows for d in found] if details else None
+    return Loaded(concat_tables(tables), origins.columns(), every)
 
 
 def _listings(sources: Sequence[str | Path]) -> dict[Path, list[str]]:
     """The trial directories of every job directory found in the directory ``sources``."""
-    jobs = [job for source in sources if Path(source).is_dir() for job in find_jobs([source])]
+    jobs = [
+        job
+        for source in sources
+        if Path(source).is_dir() and not is_bundle(source)
+        for job in find_jobs([source])
+    ]
     return {job: subdir_names(job) for job in jobs}
 
 
@@ -154,114 +187,75 @@ def _job_directories(
     trials: _TrialSources,
     listings: dict[Path, list[str]],
     progress: Progress,
-) -> list[tuple[Path, RewardTable]]:
-    """Every Harbor job directory at ``path`` with its table (parsed directly)."""
-    tables = []
+    details: bool,
+) -> Iterator[tuple[Path, RewardTable, list[Details]]]:
+    """Every Harbor job directory at ``path`` with its table (and details; parsed
+    directly)."""
     for job in find_jobs([path]):
-        table = read_job(
+        parsed = read_job(
             job, reward_key or "reward", trial_dirs=listings.get(job), progress=progress.advance
-        ).table
+        )
+        table = parsed.table
         trials.add(str(job), _by_job(table))
-        tables.append((job, table))
-    return tables
+        yield job, table, _details(table, parsed.trials, str(job)) if details else []
 
 
-def _trials_file(path: Path, trials: _TrialSources) -> tuple[RewardTable, list[TrialRecord]]:
-    """The table of the saved trials in ``path`` (a ``trials.jsonl``; their reward key), and
-    the records."""
+def _bundle(
+    path: Path, trials: _TrialSources, details: bool
+) -> tuple[RewardTable, Sequence[Details], Sequence[str]]:
+    """The table (and details) of the bundle at ``path`` (checked against its manifest), and
+    each row's job id."""
+    bundle = open_bundle(path, details)
+    table = bundle.table
+    by_job: dict[str, list[str]] = {}
+    for name, job in zip(table.trials, bundle.job_ids, strict=True):
+        by_job.setdefault(job, []).append(name)
+    trials.add(f"bundle {path}", by_job, unique=False)
+    return bundle.table, bundle.details, bundle.job_ids
+
+
+def _trials_file(
+    path: Path, trials: _TrialSources, details: bool
+) -> tuple[RewardTable, list[TrialRecord], list[Details]]:
+    """The table of the saved trials in ``path`` (a ``trials.jsonl``; their reward key), the
+    records, and the details."""
     key, records = read_trials_jsonl(path)
     by_job: dict[str, list[str]] = {}
     for record in records:
         by_job.setdefault(record.job_id, []).append(record.trial_name)
     trials.add(str(path), by_job, unique=False)
-    return table_from_records(records, key), records
+    table = table_from_records(records, key)
+    return table, records, _details(table, records, str(path)) if details else []
 
 
-def _imported_job(store: Store, source: str, trials: _TrialSources) -> tuple[RewardTable, str]:
-    """The table of the job imported in ``store`` under the id or name ``source``, and the
-    job's registered name."""
+def _imported_job(
+    store: Store, source: str, trials: _TrialSources, details: bool
+) -> tuple[RewardTable, str, list[Details]]:
+    """The table of the job imported in ``store`` under the id or name ``source``, the job's
+    registered name, and the details."""
     jobs = Jobs(store)
     table = jobs.reward_table(source)
     trials.add(f"imported job {source}", _by_job(table))
-    return table, jobs.get(source).name
+    name = jobs.get(source).name
+    if not details:
+        return table, name, []
+    return table, name, _details(table, jobs.trial_records(source), f"imported job {source}")
 
 
-class _Origins:
-    """Where the rows of each table came from, table after table (see the module docstring):
-    :meth:`columns` gives them as :class:`Loaded` holds them."""
-
-    def __init__(self) -> None:
-        self._sources: list[tuple[str, int]] = []  # (source, rows) per table
-        self._jobs: list[tuple[list[str], np.ndarray] | None] = []  # (job ids, codes)
-        self._names: dict[str, str] = {}  # job id → name, the first one given
-
-    def add(
-        self,
-        source: str,
-        table: RewardTable,
-        name: str | None,
-        records: Sequence[TrialRecord] | None = None,
-    ) -> None:
-        """The rows of ``table`` came from ``source``: all of the job ``name`` (a directory or
-        an imported job), or each of its record's job (a trials file's ``records``)."""
-        self._sources.append((source, len(table)))
-        jobs = None  # several jobs and no record per row: the rows' jobs are not known
-        if records is not None:
-            jobs = _record_jobs(table, records)
-        elif len(table.jobs) == 1:
-            jobs = (list(table.jobs), np.zeros(len(table), np.int32))
-        self._jobs.append(jobs)
-        for job in jobs[0] if jobs else ():
-            self._names.setdefault(job, name or job)
-
-    def columns(self) -> dict[str, tuple[np.ndarray, list[str]]]:
-        """``{"source": ..., "job": ...}``: codes int32[n] and labels (no ``job`` when a
-        table's rows are not known by job)."""
-        labels = list(dict.fromkeys(source for source, _ in self._sources))
-        at = {label: i for i, label in enumerate(labels)}
-        codes = [np.full(rows, at[source], np.int32) for source, rows in self._sources]
-        columns = {"source": (_joined(codes), labels)}
-        if all(part is not None for part in self._jobs):
-            ids = list(self._names)
-            position = {job: i for i, job in enumerate(ids)}
-            parts = [
-                np.array([position[j] for j in names], np.int32)[c]
-                for names, c in filter(None, self._jobs)
-            ]
-            columns["job"] = (_joined(parts), _distinct_names(ids, self._names))
-        return columns
-
-
-def _joined(parts: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros(0, np.int32)
-
-
-def _distinct_names(ids: list[str], names: dict[str, str]) -> list[str]:
-    """The label of each job id: its name, or ``name#id`` when jobs share the name."""
-    count = Counter(names[job] for job in ids)
-    return [names[j] if count[names[j]] == 1 or names[j] == j else f"{names[j]}#{j}" for j in ids]
-
-
-def _record_jobs(
-    table: RewardTable, records: Sequence[TrialRecord]
-) -> tuple[list[str], np.ndarray]:
-    """The job of each row of the table of a trials file's ``records``: the record of its
-    task and trial name (rows of one task and name are in job order, as the records')."""
-    ids = sorted({record.job_id for record in records})
-    if len(ids) == 1:
-        return ids, np.zeros(len(table), np.int32)
-    position = {job: i for i, job in enumerate(ids)}
-    by_trial: dict[tuple[str, str], list[int]] = {}
-    for record in sorted(records, key=lambda r: r.job_id, reverse=True):  # pop(): job order
-        by_trial.setdefault((record.task_name, record.trial_name), []).append(
-            position[record.job_id]
-        )
-    tasks = table.tasks
-    codes = [
-        by_trial[(tasks[t], trial)].pop()
-        for t, trial in zip(table.task.tolist(), table.trials, strict=True)
-    ]
-    return ids, np.array(codes, np.int32)
+def _details(table: RewardTable, records: Sequence[TrialRecord], source: str) -> list[Details]:
+    """The trial record of each row of ``table``, from the ``records`` it was built from (rows
+    are by task, then job, attempt and trial name); ScoringError when they do not match."""
+    position = {name: i for i, name in enumerate(table.tasks)}
+    order = sorted(
+        records,
+        key=lambda r: (position.get(r.task_name, -1), r.job_id, r.attempt, r.trial_name),
+    )
+    names = list(table.trials)
+    if len(order) != len(names) or any(
+        r.trial_name != name for r, name in zip(order, names, strict=False)
+    ):
+        raise ScoringError(source, "the trial records do not match the reward table's rows")
+    return list(order)
 
 
 @contextmanager

@@ -121,7 +121,12 @@ def _detail(diagnostic: dict) -> str:
 def export(
     ctx: typer.Context,
     job: Annotated[str, typer.Argument(help="An imported job (id or name) or a job directory.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="The trials.jsonl to write.")],
+    output: Annotated[
+        Path,
+        typer.Option(
+            "--output", "-o", help="The trials.jsonl to write (--format gage: the folder)."
+        ),
+    ],
     reward_key: Annotated[
         str | None,
         typer.Option(
@@ -130,10 +135,23 @@ def export(
             "reward).",
         ),
     ] = None,
+    format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="trials: saved trials (default); gage: a GAGE External Harness folder.",
+        ),
+    ] = "trials",
     json: JsonOption = False,
 ) -> None:
     """Write a job's saved trials (one JSON object per trial) to a file (in an existing
-    folder)."""
+    folder), or with --format gage a GAGE External Harness folder (samples.jsonl,
+    summary.json, external_harness/manifest.json)."""
+    options: GlobalOptions = ctx.obj
+    if format == "gage":
+        return _export_gage(job, output, reward_key, options, json)
+    if format != "trials":
+        raise UsageError("--format", f"unknown format {format!r} (trials or gage)")
     from casstore.store import Store  # here: for start-up time
     from casstore.trials import Jobs, read_job, write_trials_jsonl
     from casstore.trials.records import record_reward_key
@@ -147,7 +165,6 @@ def export(
         parsed = read_job(job_dir, reward_key or "reward")
         records, job_id = parsed.trials, parsed.job_id
     else:
-        options: GlobalOptions = ctx.obj
         with Store(options.store, create=False) as store:
             record = Jobs(store).get(job)
             records = Jobs(store).trial_records(record.job_id)
@@ -160,6 +177,26 @@ def export(
         emit_json({"job": job_id, "trials": written, "output": str(output)})
         return
     out_console.print(f"{written} trials of {job_id} written to {output}")
+
+
+def _export_gage(
+    job: str, output: Path, reward_key: str | None, options: GlobalOptions, json: bool
+) -> None:
+    """``export --format gage``: the GAGE folder of one job (or bundle)."""
+    from casstore import api  # here: for start-up time
+
+    path = Path(job)
+    if path.is_dir():
+        from casstore.bundle import is_bundle
+
+        if not is_bundle(path):
+            _single_job(path)
+    report = api.export_gage(job, output, options.store, reward_key)
+    if json:
+        emit_json({"jobs": report.jobs, "trials": report.counts["attempts"], "output": str(output)})
+        return
+    jobs = ", ".join(report.jobs)
+    out_console.print(f"{report.counts['attempts']} trials of {jobs} written to {output} (GAGE)")
 
 
 def _single_job(path: Path) -> list[Path]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from cli.options import JsonOption, LongOption
+from cli.options import GlobalOptions, JsonOption, LongOption
 from cli.output import emit_json, out_console, print_lines, shown
 from cli.store import plural, store_of
 
@@ -38,13 +38,23 @@ def show(
         str,
         typer.Argument(
             help="A taskset or task reference (workspace/name, optionally #digest), or a "
-            "revision digest (sha256:<hex>; a unique prefix of 8+ hex digits will do)."
+            "revision digest (sha256:<hex>; a unique prefix of 8+ hex digits will do); with "
+            "--trace, JOB/TRIAL."
         ),
     ],
+    trace: Annotated[
+        bool, typer.Option("--trace", help="Show the agent trace of the trial JOB/TRIAL.")
+    ] = False,
     long: LongOption = False,
     json: JsonOption = False,
 ) -> None:
-    """Show a taskset (tried first) or task revision, by reference or by revision digest."""
+    """Show a taskset (tried first) or task revision, by reference or by revision digest;
+    with --trace, the agent trace of a trial of an imported job (REF is JOB/TRIAL)."""
+    if trace:
+        from cli.bundle import show_trace
+
+        options: GlobalOptions = ctx.obj
+        return show_trace(options.store, ref, json)
     with store_of(ctx) as store:
         if "#" not in ref and ":" in ref:  # no name holds ':': a revision digest
             payload = _revision_payload(store, ref)

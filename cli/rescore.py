@@ -2,10 +2,12 @@
 
 ``casstore [--store DIR] rescore SOURCE... [--reward-key K] [--k 1,2,4] [--threshold 1.0]
 [--metric mean|sum|min|max|PATH]... [--views FILE] [--group-by agent,model,dataset]
-[--taskset REF] [--metric-timeout SECONDS] [--tasks] [--json]``
+[--taskset REF] [--metric-timeout SECONDS] [--tasks] [--bundle DIR] [--json]``
 
-SOURCE is an existing directory (Harbor job directories in it, scored directly), a ``.jsonl``
-file (saved trials) or the id/name of a job imported in the store; a SOURCE that looks like a
+SOURCE is an existing directory (Harbor job directories in it, scored directly; or a run
+bundle, :mod:`casstore.bundle`: one bundle alone is scored as its summary says, see
+:func:`cli.bundle.bundle_options`), a ``.jsonl`` file (saved trials) or the id/name of a job
+imported in the store; a SOURCE that looks like a
 path (holds ``/`` or ends with ``.jsonl``) and does not exist is bad usage. Each trial (job id +
 trial name) must be given once: the same job directory twice, or an imported job together with
 its own job directory or exported trials.jsonl, is refused (exit 1) with a message naming the
@@ -30,6 +32,8 @@ Options:
   tasks without trials are errors) and applies the views its task revisions declare;
 * ``--views FILE``: a TOML or JSON view file (:mod:`scoring._views`);
 * ``--tasks``: the text output adds a table of every task;
+* ``--bundle DIR``: also writes the run bundle (samples.jsonl, summary.json, manifest.json)
+  there, atomically; DIR must not exist or be an empty directory (checked before any work);
 * ``--json``: prints the object documented in :mod:`scoring.report`; otherwise summary tables
   (:func:`cli.output.print_table`: drawn on a terminal, tab-separated elsewhere), sections
   with nothing in them left out, a note naming each k no task has enough attempts for.
@@ -309,6 +313,10 @@ def rescore(
     tasks: Annotated[
         bool, typer.Option("--tasks", help="Also print a table of every task (text output).")
     ] = False,
+    bundle: Annotated[
+        Path | None,
+        typer.Option("--bundle", help="Also write the run bundle there (missing or empty)."),
+    ] = None,
     json: JsonOption = False,
 ) -> None:
     """Score Harbor trials: means, coverage, pass@k/pass^k, Harbor's own metrics, views.
@@ -323,8 +331,12 @@ def rescore(
     --metric-timeout SECONDS (> 0, default 60) kills a metric.py running longer.
 
     --group-by "" means no groups.
+
+    SOURCE may be a run bundle (--bundle wrote it): one bundle alone is scored
+    as its summary.json says, each option not given taken from it.
     """
     from casstore import api  # here: for start-up time (NumPy, scoring)
+    from cli.bundle import bundle_options
     from scoring import check_options
 
     options: GlobalOptions = ctx.obj
@@ -332,20 +344,18 @@ def rescore(
     metrics = metric or ["mean"]
     # the option values' rules (scoring's), checked before --group-by is parsed
     check_options(ks=ks, threshold=threshold, metrics=metrics, metric_timeout=metric_timeout)
-    fields = _parse_group_by(group_by)
+    chosen = {
+        "reward_key": reward_key,
+        "views": views,
+        "ks": ks,
+        "threshold": threshold,
+        "group_by": _parse_group_by(group_by),
+        "metrics": metrics,
+        "metric_timeout": metric_timeout,
+    } | bundle_options(ctx, sources)
     with progress_bar("rescore", every=64) as bar:  # only on a terminal
         report = api.rescore(
-            sources,
-            options.store,
-            reward_key=reward_key,
-            views=views,
-            taskset=taskset,
-            ks=ks,
-            threshold=threshold,
-            group_by=fields,
-            metrics=metrics,
-            metric_timeout=metric_timeout,
-            progress=bar,
+            sources, options.store, taskset=taskset, progress=bar, bundle=bundle, **chosen
         )
     if json:
         emit_json(report.to_json())

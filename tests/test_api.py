@@ -23,6 +23,7 @@ JOB = FIXTURES / "jobs" / "tb2-haiku" / "jobs" / "2026-05-10__01-23-57"
 SIMPLE = FIXTURES / "tasks" / "harbor-cookbook" / "simple-task"
 
 API = [
+    "Bundle",
     "CasstoreError",
     "CheckoutResult",
     "Comparison",
@@ -52,11 +53,13 @@ API = [
     "compare",
     "create_taskset",
     "discover_tasks",
+    "export_gage",
     "extract",
     "fsck",
     "gc",
     "import_jobs",
     "log",
+    "open_bundle",
     "open_store",
     "pack",
     "pack_into",
@@ -66,7 +69,9 @@ API = [
     "rescore",
     "rm",
     "verify",
+    "verify_bundle",
     "verify_each",
+    "write_bundle",
     "write_report",
 ]
 

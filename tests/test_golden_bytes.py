@@ -19,6 +19,14 @@ words ``rescore`` uses for exclusive statuses (``errored 1``, ``no_verifier 0``)
 keys became ``counts``, rescore's breakdown of the job, and every ``counts`` object of
 ``rescore --json`` (the run's, each group's, each task's) gained ``harbor_errors``, Harbor's
 ``n_errors`` (21 here). The store bytes and archives are unchanged.
+
+Schema 5 (issue 14, item 3) keeps each trial's ATIF trajectory as evidence: a frame of its
+chunk's evidence pack after the result.json frames, and a ``trace`` item at the end of the
+trial's stored record. A trial without a trajectory is stored with the bytes schema 4 wrote,
+so the tb2-haiku digests above (no trajectory in that job) did not move; the new values,
+:data:`TRACE_STORE`, are those of the ``full-trials`` job, one of whose three trials has a
+trajectory: its evidence pack holds four frames and that trial's record ends with the
+reference of the fourth.
 """
 
 from __future__ import annotations
@@ -129,6 +137,26 @@ def test_store_bytes_are_byte_identical(tmp_path: Path) -> None:
     assert len(found["trial_packs"]) == 1
     assert len(found["revisions"]) == len(names) == 22
 
+
+def test_trace_store_bytes_are_byte_identical(tmp_path: Path) -> None:
+    with Store(tmp_path / "store") as store:
+        (report,) = Jobs(store).import_jobs([FIXTURES / "jobs" / "full-trials"])
+        assert (report.trials, report.imported) == (3, 3)
+        found = {db: _values(store, db) for db in ("trial_packs", "evidence", "zstd_dicts")}
+        found["jobs"] = _records(store, "jobs", "imported_at", "path")
+        traces = [r.trace for r in Jobs(store).trial_records(report.job)]
+    digests = {db: _sha(repr(sorted(values.items())).encode()) for db, values in found.items()}
+    assert digests == TRACE_STORE
+    (pack,) = found["evidence"]
+    assert traces == [None, f"{pack}#3", None]
+
+
+TRACE_STORE = {
+    "evidence": "3a5bace6ea68089ddcc7e8755849e6c707a52d939d88df118b4e0c87ec6d1db9",
+    "jobs": "63b84cae7cc07e80fad965dadb8b053eaafac62a0c7e62511760563b4019ccbf",
+    "trial_packs": "dbfa78e983278c95ec96ff9b084e6286c33a210e19a5a4164ba84860690d5b52",
+    "zstd_dicts": "4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945",
+}
 
 STORED_DATABASES = (
     "trial_packs",

@@ -12,6 +12,8 @@ Layers, bottom first (README, "Architecture"); each may import the ones it lists
     table     casstore.table          base (the reward table: import's output, scoring's input)
     trials    casstore.trials         base, archive, store, table
     scoring   scoring                 base, table (it reads the reward table only)
+    bundle    casstore.bundle         base, archive, table, trials, scoring (run bundles,
+                                      read back as sources, GAGE export)
     sources   casstore.sources        every layer above but api and cli
     comparison casstore.comparison    every layer below api, and sources
     report    casstore.report         every layer below api, sources and comparison
@@ -52,13 +54,24 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("table", ("casstore.table",)),
     ("trials", ("casstore.trials",)),
     ("scoring", ("scoring",)),
-    ("sources", ("casstore.sources",)),
+    ("bundle", ("casstore.bundle",)),
+    ("sources", ("casstore.sources", "casstore.origins")),
     ("comparison", ("casstore.comparison",)),
     ("report", ("casstore.report",)),
     ("api", ("casstore",)),
     ("cli", ("cli",)),
 )
-BELOW_API = {"base", "archive", "verifier", "examples", "store", "table", "trials", "scoring"}
+BELOW_API = {
+    "base",
+    "archive",
+    "verifier",
+    "examples",
+    "store",
+    "table",
+    "trials",
+    "scoring",
+    "bundle",
+}
 MAY_IMPORT: dict[str, set[str]] = {
     "base": set(),
     "archive": {"base"},
@@ -69,6 +82,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "table": {"base"},
     "trials": {"base", "archive", "store", "table"},
     "scoring": {"base", "table"},
+    "bundle": {"base", "archive", "table", "trials", "scoring"},
     "sources": BELOW_API,
     "comparison": BELOW_API | {"sources"},
     "report": BELOW_API | {"sources", "comparison"},

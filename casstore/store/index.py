@@ -55,10 +55,13 @@ __all__ = [
     "WriteTxn",
 ]
 
-SCHEMA_VERSION = 4
-UPGRADED_SCHEMAS = (1, 2, 3)
+SCHEMA_VERSION = 5
+UPGRADED_SCHEMAS = (1, 2, 3, 4)
 """Versions this code reads, and marks as :data:`SCHEMA_VERSION` in its first write
-transaction (never on open): schema 4 writes each trial pack behind a CRC-32 of it
+transaction (never on open): schema 5 also keeps each trial's ATIF trajectory as evidence (a
+frame of its chunk's evidence pack after the result.json frames, referenced by the record's
+``trace``, a field added at the end of the stored record: a record without one has the bytes
+schema 4 wrote); schema 4 writes each trial pack behind a CRC-32 of it
 (:func:`casstore.trials.stored_form.encode_trial_pack`; a job record says its packs carry
 them); schema 3 keeps a job's trial records in packs (``trial_packs``) without one and its
 evidence in packs referenced ``<key>#<index>``; schema 2 one record per trial (``trials``) as

@@ -20,7 +20,8 @@ agent label; counts), :mod:`~casstore.trials.chunk` (one chunk of trial director
 :mod:`~casstore.trials.workers` (the chunks, in parallel), :mod:`~casstore.trials.merge` (chunks
 into a job and its table), :mod:`~casstore.trials.drift` (Harbor schema drift),
 :mod:`~casstore.trials.read` (``read_job``), :mod:`~casstore.trials.table` (tables of records),
-:mod:`~casstore.trials.evidence`, :mod:`~casstore.trials.records`, :mod:`~casstore.trials.saved`;
+:mod:`~casstore.trials.evidence`, :mod:`~casstore.trials.records`, :mod:`~casstore.trials.saved`,
+:mod:`~casstore.trials.trace` (ATIF trajectories as agent-trace steps);
 the store's side: :mod:`~casstore.trials.importing` (the import), :mod:`~casstore.trials.adopt`
 (a job stored under a former id), :mod:`~casstore.trials.stream` (a new job written while
 parsed), :mod:`~casstore.trials.write` (a parsed job stored), :mod:`~casstore.trials.packs`

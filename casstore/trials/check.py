@@ -12,7 +12,9 @@ read from its job directory (its record has ``imported_at``), every trial has an
 reference and its evidence and zstd dictionary exist (``missing_evidence``: importing the
 directory again reads such trials again, see :func:`casstore.trials.references.to_read_again`),
 and every evidence pack a trial references hashes to its key and holds the trial's frame, every
-older per-file entry to its key, every dictionary to its id (``corrupt_evidence``). Trials
+older per-file entry to its key, every dictionary to its id (``corrupt_evidence``), and a
+trial's trace reference (schema 5) names a frame of that same pack, no other trial's
+(``corrupt_trial``). Trials
 imported only from saved-trials files keep their evidence where it was (see
 :func:`casstore.trials.importing.import_records`), so their evidence is not looked up. Then the
 values of the trial databases no job record reaches are ``orphan_*`` problems
@@ -187,6 +189,7 @@ class _EvidenceCheck:
         elif index is not None and index >= frames:
             message = f"evidence/{key}: {frames} frames, no frame {index}"
             found.append(Problem("corrupt_evidence", ref, message))
+        found += self._trace_problems(trial, ref, key, frames)
         name = trial.evidence_dict
         if name:
             if name not in self.dictionaries:
@@ -195,6 +198,23 @@ class _EvidenceCheck:
             if problem is not None:
                 found.append(_evidence_problem(ref, problem))
         return found
+
+    def _trace_problems(self, trial: TrialRecord, ref: str, key: str, frames: int) -> list[Problem]:
+        """``corrupt_trial`` when the trial's trace reference (schema 5) is not a frame of its
+        own evidence pack after its result.json, or another trial names it too."""
+        if trial.trace is None:
+            return []
+        try:
+            trace_key, index = split_reference(trial.trace)
+        except ValueError as error:
+            return [Problem("corrupt_trial", ref, f"trace reference {error}")]
+        if trace_key != key or index is None or index >= frames:
+            message = f"trace reference {trial.trace} is no frame of the trial's evidence pack"
+            return [Problem("corrupt_trial", ref, message)]
+        other = self.referenced.setdefault(trial.trace, trial.trial_name)
+        if other != trial.trial_name:
+            return [Problem("corrupt_trial", ref, f"trace reference {trial.trace} is {other!r}'s")]
+        return []
 
     def _dictionary(self, name: str) -> str | None:
         """The problem of the zstd dictionary ``name`` (missing; bytes not hashing to its

@@ -26,10 +26,11 @@ from casstore.trials.parse import parse_stored
 from casstore.trials.records import TrialRecord
 from casstore.trials.result import ResultUnreadable
 from casstore.trials.rules import agent_label, attempt_order, failure_code, flags
-from casstore.trials.stored_form import StoredTrialRecord
+from casstore.trials.stored_form import StoredTrialRecord, encode_parsed
 
 __all__ = [
     "LABELS",
+    "TRAJECTORIES",
     "TRIALS_PER_CHUNK",
     "Chunk",
     "ChunkSink",
@@ -39,6 +40,7 @@ __all__ = [
     "encode_chunk",
     "pack_chunk",
     "read_chunk",
+    "read_trajectory",
     "row_labels",
 ]
 
@@ -145,11 +147,42 @@ def read_chunk(args: tuple[str, list[str], str], evidence: Evidence) -> Chunk:
     try:
         base = "" if dir_fd is not None else job_dir + "/"
         rows, errors, records, datas = _parse_all(dir_fd, base, names, evidence.id)
-        blobs = evidence.compress_many(datas)
+        traces = [(i, read_trajectory(dir_fd, base, names[row])) for i, row in enumerate(rows)]
+        found = [(i, data) for i, data in traces if data is not None]
+        blobs = evidence.compress_many(datas + [data for _, data in found])
     finally:
         if dir_fd is not None:
             os.close(dir_fd)
-    return pack_chunk(rows, errors, records, blobs, evidence.id, reward_key)
+    sizes = [(i, len(data)) for i, data in found]
+    return pack_chunk(rows, errors, records, blobs, evidence.id, reward_key, sizes)
+
+
+TRAJECTORIES = ("agent/trajectory.json", "artifacts/trajectory.json")
+"""Where a trial directory holds its ATIF trajectory: Harbor's ``agent/`` folder, or the
+``artifacts/`` an agent's trajectory was collected into; the first found is kept."""
+
+
+def read_trajectory(dir_fd: int | None, base: str, trial: str) -> bytes | None:
+    """The bytes of the trial's ATIF trajectory (:data:`TRAJECTORIES`, a regular file, no
+    link followed at its name, at most :data:`~casstore.trials.files.MAX_RESULT_BYTES`), or
+    None when it has none that can be read."""
+    for where in TRAJECTORIES:
+        path = f"{base}{trial}/{where}"
+        # a missing file (the usual case) costs one faccessat and no exception
+        if not os.access(path, os.F_OK, dir_fd=dir_fd, follow_symlinks=False):
+            continue
+        try:
+            fd = os.open(path, OPEN_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
+        except OSError:
+            continue
+        try:
+            if not_regular(os.fstat(fd).st_mode) is None:
+                return read_rest(fd, b"")
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return None
 
 
 def _parse_all(
@@ -216,10 +249,12 @@ def pack_chunk(
     blobs: list[bytes],
     dict_id: str | None,
     reward_key: str,
+    traces: Sequence[tuple[int, int]] = (),
 ) -> Chunk:
     """The chunk's records with their attempts (within the chunk) and evidence references
-    (into the chunk's evidence pack of ``blobs``), encoded as the store keeps them
-    (:func:`~casstore.trials.stored_form.encode_stored`), and its table columns."""
+    (into the chunk's evidence pack of ``blobs``: a frame per record's result.json, then one
+    per trajectory of ``traces``, ``(record index, bytes)``), encoded as the store keeps them
+    (:func:`~casstore.trials.stored_form.encode_parsed`), and its table columns."""
     names = [r.trial_name for r in records]
     tasks = [r.task_name for r in records]
     started = [r.started_at or "" for r in records]
@@ -229,15 +264,19 @@ def pack_chunk(
             r.attempt = attempt
     ev_key, ev_pack = "", b""
     if records:
-        ev_pack = encode_evidence_pack(dict_id, blobs, [r.evidence_bytes for r in records])
+        sizes = [r.evidence_bytes for r in records] + [size for _, size in traces]
+        ev_pack = encode_evidence_pack(dict_id, blobs, sizes)
         ev_key = entry_key(ev_pack)
-        for r, ref in zip(records, references(ev_key, len(records)), strict=True):
+        refs = references(ev_key, len(sizes))
+        for r, ref in zip(records, refs, strict=False):
             r.evidence = ref
+        for (i, _), ref in zip(traces, refs[len(records) :], strict=True):
+            records[i].trace = ref
     return Chunk(
         rows=np.array(rows, np.int32).tobytes(),
         errors=errors,
         names=names,
-        records=list(map(_encode, records)),
+        records=list(map(encode_parsed, records)),
         ev_key=ev_key.encode(),
         ev_pack=ev_pack,
         order=np.array(order, np.int32).tobytes(),

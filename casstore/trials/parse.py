@@ -207,6 +207,7 @@ _POSITIONAL = (
     "evidence_dict",
     "result_path",
     "metadata",
+    "trace",
 )
 if (
     TrialRecord.__struct_fields__ != _POSITIONAL

@@ -126,6 +126,9 @@ class TrialRecord(msgspec.Struct, omit_defaults=True, gc=False):
     :mod:`casstore.trials.evidence`), ``evidence_bytes`` their size, ``evidence_dict`` the id of
     the zstd dictionary it was compressed with (None: plain zstd); ``result_path`` where it
     was read. ``metadata["harbor_primary_reward_key"]`` is the primary reward key.
+    ``trace``: the evidence reference of the trial's ATIF trajectory (``agent/trajectory.json``
+    or ``artifacts/trajectory.json``, kept in the same evidence pack; schema 5), None when the
+    trial has none (or was imported before schema 5).
     """
 
     job_id: str
@@ -163,6 +166,7 @@ class TrialRecord(msgspec.Struct, omit_defaults=True, gc=False):
     evidence_dict: str | None = None
     result_path: str | None = None
     metadata: dict[str, str] = {}
+    trace: str | None = None
 
     @property
     def agent_label(self) -> str:

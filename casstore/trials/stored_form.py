@@ -27,6 +27,7 @@ __all__ = [
     "decode_pack_references",
     "decode_stored",
     "decode_trial_pack",
+    "encode_parsed",
     "encode_stored",
     "encode_trial_pack",
     "pack_body",
@@ -50,7 +51,9 @@ def _stored_struct() -> Any:
 
 _FIELDS = TrialRecord.__struct_fields__
 _RESULT_PATH = _FIELDS.index("result_path")
-if _FIELDS[-2:] != ("result_path", "metadata") or _FIELDS[3] != "attempt":  # pragma: no cover
+if (
+    _FIELDS[-3:] != ("result_path", "metadata", "trace") or _FIELDS[3] != "attempt"
+):  # pragma: no cover
     raise ImportError("TrialRecord's fields changed: update the stored form")
 StoredTrialRecord = _stored_struct()
 """A :class:`TrialRecord` in the stored form: its fields after ``job_id``, encoded as an array
@@ -76,7 +79,17 @@ def encode_stored(record: TrialRecord, job_path: str | None, reward_key: str) ->
         if path[start - 1 : start] == "/":
             path = path[start:]
     # a concatenation: cheaper than unpacking into a new tuple
-    return _STORED_ENCODER.encode(_astuple(record)[1:_RESULT_PATH] + (path, metadata))  # noqa: RUF005
+    fields = _astuple(record)[1:_RESULT_PATH] + (path, metadata)  # noqa: RUF005
+    if record.trace is not None:  # schema 5; without one, the bytes schema 4 wrote
+        fields += (record.trace,)
+    return _STORED_ENCODER.encode(fields)
+
+
+def encode_parsed(stored: Any) -> bytes:
+    """A :data:`StoredTrialRecord` as the store keeps it: its array, without the trailing
+    ``trace`` when it has none (the bytes of schema 4)."""
+    fields = _astuple(stored)
+    return _STORED_ENCODER.encode(fields if stored.trace is not None else fields[:-1])
 
 
 def decode_stored(data: bytes, job_id: str, job_path: str | None, reward_key: str) -> TrialRecord:
