@@ -808,7 +808,8 @@ def _as_schema(store_dir: Path, version: int) -> None:
     a msgpack map of every field, with ``job_id``, absolute ``result_path`` and the
     reward-key metadata), one evidence entry per file (keyed by the SHA-256 of the entry, or
     of the raw file for schema 1) that the records name instead of pack references, no
-    packs; the schema marker."""
+    packs; the schema marker. Schema 4: the same store without its ``trial_cache`` database
+    (schema 5 added it)."""
     import lmdb
 
     from casstore.store.values import encode_value
@@ -816,6 +817,10 @@ def _as_schema(store_dir: Path, version: int) -> None:
     env = lmdb.open(str(store_dir / "index"), max_dbs=32)
     try:
         with env.begin(write=True) as txn:
+            txn.drop(env.open_db(b"trial_cache", txn=txn), delete=True)
+            if version == 4:
+                txn.put(b"schema", encode_value(version), db=env.open_db(b"meta", txn=txn))
+                return
             db = {name: env.open_db(name.encode(), txn=txn) for name in TRIAL_DATABASES}
             for key, value in list(txn.cursor(db=db["jobs"])):
                 record = msgpack.unpackb(value)
@@ -916,7 +921,7 @@ def test_older_store_is_read_and_upgraded(tmp_path: Path, version: int) -> None:
         assert store.index.read(lambda txn: txn.get("meta", "schema")) == version
         (second,) = Jobs(store).import_jobs([job_dir])
         assert second.imported == 1 and second.trials == 21
-        assert store.index.read(lambda txn: txn.get("meta", "schema")) == SCHEMA_VERSION == 4
+        assert store.index.read(lambda txn: txn.get("meta", "schema")) == SCHEMA_VERSION == 5
         records = {r.trial_name: r for r in Jobs(store).trial_records(first.job)}
         assert Jobs(store).evidence(records["t0__new"].evidence).startswith(b"{")
         assert fsck(store).ok
@@ -942,16 +947,16 @@ def _schema_marker(store_dir: Path) -> int:
         env.close()
 
 
-@pytest.mark.parametrize("version", [2, 3, 4])
+@pytest.mark.parametrize("version", [2, 3, 4, 5])
 def test_reading_commands_leave_the_index_as_it_was(tmp_path: Path, capsys, version: int) -> None:
     """Opening a store and reading it (fsck, ls, show, export, rescore, gc) writes nothing to
     data.mdb: an older store keeps its schema marker, so the casstore that wrote it still opens
-    it. The first write (an import) marks it 4."""
+    it. The first write (an import) marks it 5."""
     store_dir = tmp_path / "store"
     job_dir = _job(tmp_path, 20)
     code, report, _ = store_cli(capsys, store_dir, "import", str(job_dir), "--json")
     assert code == 0
-    if version != 4:
+    if version != SCHEMA_VERSION:
         _as_schema(store_dir, version)
     assert _schema_marker(store_dir) == version
     data = store_dir / "index" / "data.mdb"
@@ -977,7 +982,7 @@ def test_reading_commands_leave_the_index_as_it_was(tmp_path: Path, capsys, vers
     write_trial(job_dir, "t0__new", trial_json(trial_result("t0", "t0__new", {"reward": 1})))
     code, again, err = store_cli(capsys, store_dir, "import", str(job_dir), "--json")
     assert (code, err, again["imported"]) == (0, "", 1)
-    assert _schema_marker(store_dir) == 4
+    assert _schema_marker(store_dir) == SCHEMA_VERSION
 
 
 def test_older_schema_is_marked_by_the_first_committed_write(tmp_path: Path) -> None:
@@ -990,7 +995,7 @@ def test_older_schema_is_marked_by_the_first_committed_write(tmp_path: Path) -> 
     index_dir = tmp_path / "index"
     with Index(index_dir):
         pass
-    assert _schema_marker(tmp_path) == 4
+    assert _schema_marker(tmp_path) == SCHEMA_VERSION
     with Index(index_dir) as index:
         index.write(lambda txn: txn.put("meta", "schema", 2))
     with Index(index_dir) as index:
@@ -1006,11 +1011,11 @@ def test_older_schema_is_marked_by_the_first_committed_write(tmp_path: Path) -> 
         marker_and_y = index.read(lambda txn: (txn.get("meta", "schema"), txn.get("jobs", "y")))
         assert marker_and_y == (2, None)
         index.write(lambda txn: txn.put("jobs", "z", 1))
-        assert index.read(lambda txn: txn.get("meta", "schema")) == 4
-        index.write(lambda txn: txn.put("meta", "schema", 5))  # a newer casstore's index
+        assert index.read(lambda txn: txn.get("meta", "schema")) == SCHEMA_VERSION
+        index.write(lambda txn: txn.put("meta", "schema", 6))  # a newer casstore's index
     with pytest.raises(StoreError) as refused:
         Index(index_dir)
-    assert str(refused.value) == "index: schema version 5, expected 4"
+    assert str(refused.value) == "index: schema version 6, expected 5"
 
 
 def test_streamed_import_marks_an_older_schema(tmp_path: Path) -> None:
@@ -1027,7 +1032,7 @@ def test_streamed_import_marks_an_older_schema(tmp_path: Path) -> None:
     with Store(store_dir) as store:
         (report,) = Jobs(store).import_jobs([second])
         assert report.imported == 1
-    assert _schema_marker(store_dir) == 4
+    assert _schema_marker(store_dir) == SCHEMA_VERSION
     with Store(store_dir) as store:
         assert [r.trial_name for r in Jobs(store).trial_records("another-job")] == ["t0__x"]
         assert fsck(store).ok

@@ -135,7 +135,7 @@ def test_a_schema_3_store_is_read_then_upgraded_by_the_next_import(
     assert (store_dir / "index" / "data.mdb").read_bytes() == data
     code, report, _ = store_cli(capsys, store_dir, "import", str(fixtures_dir / TB2), "--json")
     assert (code, report["imported"], report["trials"]) == (0, 0, 89)
-    assert _schema_marker(store_dir) == SCHEMA_VERSION == 4
+    assert _schema_marker(store_dir) == SCHEMA_VERSION == 5
     key, raw = _pack(store_dir)
     assert raw[:1] == b"\xc1"
     with Store(store_dir, create=False) as store:
