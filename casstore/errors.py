@@ -18,7 +18,8 @@ Hierarchy::
     │   ├── DigestMismatchError  the bytes do not hash to the expected address
     │   ├── SourceChangedError   the source tree changed while it was being packed
     │   ├── TaskFormatError      not a Harbor task: task.toml, instruction.md or steps rules
-    │   └── RewardKeyError       saved trials lack or disagree on their primary reward key
+    │   ├── RewardKeyError       saved trials lack or disagree on their primary reward key
+    │   └── SandboxError         the host sandbox cannot honour a task's environment or failed
     ├── StoreError               the store's index or filesets refuse an operation
     │   ├── UnknownReferenceError  no task/taskset/revision by that reference; CLI exit 2
     │   ├── PublicationError       failed after the archive was stored; carries ``prepared``
@@ -44,6 +45,7 @@ __all__ = [
     "NotCanonicalError",
     "PublicationError",
     "RewardKeyError",
+    "SandboxError",
     "ScoringError",
     "SourceChangedError",
     "StoreError",
@@ -169,6 +171,13 @@ class RewardKeyError(CheckError):
     message says how to rebuild the file from its job directory)."""
 
     kind = "reward_key"
+
+
+class SandboxError(CheckError):
+    """The host sandbox (``casstore.sandbox``) cannot honour a task's environment (a
+    Dockerfile line, a feature it lacks) or failed to start, enter or transfer files."""
+
+    kind = "sandbox"
 
 
 class StoreError(CasstoreError):

@@ -8,6 +8,7 @@ Layers, bottom first (README, "Architecture"); each may import the ones it lists
     verifier  casstore.verifier       base, archive (the runner and helpers it writes into a
                                       task import nothing of casstore)
     examples  casstore.examples       base
+    sandbox   casstore.sandbox        base (and Harbor: the host environment for Harbor jobs)
     store     casstore.store          base, archive
     table     casstore.table          base (the reward table: import's output, scoring's input)
     trials    casstore.trials         base, archive, store, table
@@ -46,6 +47,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("verifier", ("casstore.verifier",)),
     ("standalone", ("casstore.verifier.run_verifier", "casstore.verifier.helpers")),
     ("examples", ("casstore.examples",)),
+    ("sandbox", ("casstore.sandbox",)),
     ("store", ("casstore.store",)),
     ("table", ("casstore.table",)),
     ("trials", ("casstore.trials",)),
@@ -54,13 +56,15 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("api", ("casstore",)),
     ("cli", ("cli",)),
 )
-BELOW_API = {"base", "archive", "verifier", "examples", "store", "table", "trials", "scoring"}
+BELOW_API = {"base", "archive", "verifier", "examples", "sandbox", "store", "table", "trials"}
+BELOW_API |= {"scoring"}
 MAY_IMPORT: dict[str, set[str]] = {
     "base": set(),
     "archive": {"base"},
     "verifier": {"base", "archive"},
     "standalone": set(),
     "examples": {"base"},
+    "sandbox": {"base"},
     "store": {"base", "archive"},
     "table": {"base"},
     "trials": {"base", "archive", "store", "table"},

@@ -1,0 +1,118 @@
+"""casstore.sandbox:HostEnvironment under Harbor's own Job (oracle agent, no mocks of Harbor).
+
+One job runs every example task of ``casstore.examples.harbor_tasks`` plus the two network
+probes against a server on the host's loopback; the tests read Harbor's result.json files.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from casstore.examples.harbor_tasks import (
+    AGENT_UID,
+    EXPECTED_REWARDS,
+    PROBE_TASKS,
+    write_harbor_tasks,
+)
+from tests.sandbox_helpers import (
+    require_sandbox_tools,
+    run_job,
+    sandbox_processes,
+    trial_results,
+)
+
+
+@pytest.fixture(scope="module")
+def loopback_server() -> Iterator[int]:
+    """A TCP server on the host's 127.0.0.1 accepting (and closing) connections: its port."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = server.accept()
+            except TimeoutError:
+                continue
+            connection.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory, loopback_server: int) -> dict[str, Any]:
+    """The job over every example task: its directory, results and sandbox directory."""
+    require_sandbox_tools()
+    base = tmp_path_factory.mktemp("sandbox-job")
+    write_harbor_tasks(base / "tasks", probe_port=loopback_server)
+    sandbox_dir = base / "sandboxes"
+    job_dir = run_job(base / "tasks", base / "jobs", sandbox_dir)
+    return {"dir": job_dir, "results": trial_results(job_dir), "sandbox_dir": sandbox_dir}
+
+
+def _only(job: dict[str, Any], task: str) -> dict[str, Any]:
+    (result,) = job["results"][task]
+    return result
+
+
+def test_every_task_ran_once(job: dict[str, Any]) -> None:
+    assert sorted(job["results"]) == sorted([*EXPECTED_REWARDS, *PROBE_TASKS])
+    assert all(len(trials) == 1 for trials in job["results"].values())
+
+
+@pytest.mark.parametrize("task", sorted(EXPECTED_REWARDS))
+def test_rewards_are_exactly_what_each_verifier_writes(job: dict[str, Any], task: str) -> None:
+    result = _only(job, task)
+    assert result["verifier_result"]["rewards"] == EXPECTED_REWARDS[task]
+    if task != "agent-timeout":
+        assert result["exception_info"] is None
+
+
+def test_multi_step_task_scores_each_step(job: dict[str, Any]) -> None:
+    steps = _only(job, "multi-step")["step_results"]
+    assert [step["step_name"] for step in steps] == ["first", "second"]
+    assert [step["verifier_result"]["rewards"] for step in steps] == [{"reward": 1.0}] * 2
+
+
+def test_agent_timeout_is_recorded_as_harbor_records_it(job: dict[str, Any]) -> None:
+    """The oracle sleeps 30 s under a 1 s agent timeout: Harbor's AgentTimeoutError, then the
+    verifier still runs (and finds no late file: the solution was killed)."""
+    result = _only(job, "agent-timeout")
+    info = result["exception_info"]
+    assert info["exception_type"] == "AgentTimeoutError"
+    assert info["exception_message"] == "Agent execution timed out after 1.0 seconds"
+    assert result["verifier_result"]["rewards"] == {"reward": 0.0}
+
+
+def test_network_is_unshared_without_internet(job: dict[str, Any]) -> None:
+    """The host's loopback server is reachable from a public task only; a no-network task
+    still has its own loopback (the daemon task's verifier talked to the solution's server)."""
+    rewards = {task: _only(job, task)["verifier_result"]["rewards"] for task in PROBE_TASKS}
+    assert rewards == {task: {"reward": value} for task, value in PROBE_TASKS.items()}
+    assert _only(job, "offline-daemon")["verifier_result"]["rewards"] == {"reward": 1.0}
+
+
+def test_non_root_agent_runs_as_its_uid(job: dict[str, Any]) -> None:
+    trial = job["dir"] / _only(job, "non-root")["trial_name"]
+    assert (trial / "agent" / "uid.txt").read_text() == f"{AGENT_UID}\n"
+    assert not (trial / "agent" / "usr.txt").exists()
+
+
+def test_no_process_of_the_job_is_left(job: dict[str, Any]) -> None:
+    """The offline daemon (detached with setsid) and the timed-out sleep are gone, and every
+    private root was deleted."""
+    assert sandbox_processes(job["sandbox_dir"]) == []
+    assert list(job["sandbox_dir"].iterdir()) == []
