@@ -54,6 +54,7 @@ from casstore.lazy import load_name
 
 if TYPE_CHECKING:
     from casstore.api import (
+        check_run_options,
         checkout,
         create_taskset,
         discover_tasks,
@@ -67,6 +68,8 @@ if TYPE_CHECKING:
         publish,
         replace_taskset,
         rescore,
+        run_job,
+        score_run,
         verify,
         verify_each,
     )
@@ -77,6 +80,7 @@ if TYPE_CHECKING:
     from casstore.archive.read import VerifyResult
     from casstore.errors import CasstoreError
     from casstore.progress import Progress
+    from casstore.run.api import RunOptions, RunResult
     from casstore.store import Store
     from casstore.store.checkout import CheckoutResult
     from casstore.store.fsck import FsckReport
@@ -103,6 +107,8 @@ __all__ = [
     "Progress",
     "PublishResult",
     "RewardTable",
+    "RunOptions",
+    "RunResult",
     "ScoreReport",
     "Store",
     "TaskCollection",
@@ -110,6 +116,7 @@ __all__ = [
     "TrialRecord",
     "VerifyResult",
     "View",
+    "check_run_options",
     "checkout",
     "create_taskset",
     "discover_tasks",
@@ -123,6 +130,8 @@ __all__ = [
     "publish",
     "replace_taskset",
     "rescore",
+    "run_job",
+    "score_run",
     "verify",
     "verify_each",
 ]
@@ -142,6 +151,8 @@ _HOMES = {
     "Progress": "casstore.progress",
     "PublishResult": "casstore.store.publish",
     "RewardTable": "casstore.table.columns",
+    "RunOptions": "casstore.run.api",
+    "RunResult": "casstore.run.api",
     "ScoreReport": "scoring",
     "Store": "casstore.store",
     "TaskCollection": "casstore.archive.discover",

@@ -22,6 +22,7 @@ from casstore.archive.read import VerifyResult, extract_archive, verify_archive
 from casstore.digest import Digest
 from casstore.errors import UsageError
 from casstore.progress import NO_PROGRESS, Progress
+from casstore.run.api import RunOptions, RunResult, check_run_options, run_job, score_run  # noqa: F401
 from casstore.sources import StoreArgument, check_taskset, load_sources, taskset_views
 from casstore.store import DEFAULT_WORKSPACE, Store
 from casstore.store.checkout import CheckoutResult
@@ -46,6 +47,7 @@ from scoring import (
 )
 
 __all__ = [
+    "check_run_options",
     "checkout",
     "create_taskset",
     "discover_tasks",
@@ -59,6 +61,8 @@ __all__ = [
     "publish",
     "replace_taskset",
     "rescore",
+    "run_job",
+    "score_run",
     "verify",
     "verify_each",
 ]

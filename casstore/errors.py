@@ -24,8 +24,9 @@ Hierarchy::
     │   ├── UnknownReferenceError  no task/taskset/revision by that reference; CLI exit 2
     │   ├── PublicationError       failed after the archive was stored; carries ``prepared``
     │   └── CorruptStoreError      a stored value does not decode, or the index file is short
-    └── ScoringError             trials cannot be scored as asked (mixed keys, taskset mismatch)
-        └── MetricScriptError    a custom metric.py failed, hung or wrote no JSON object
+    ├── ScoringError             trials cannot be scored as asked (mixed keys, taskset mismatch)
+    │   └── MetricScriptError    a custom metric.py failed, hung or wrote no JSON object
+    └── RunError                 ``casstore run``: the job is busy, Harbor could not be launched
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ __all__ = [
     "NotCanonicalError",
     "PublicationError",
     "RewardKeyError",
+    "RunError",
     "SandboxError",
     "ScoringError",
     "SourceChangedError",
@@ -240,6 +242,12 @@ class MetricScriptError(ScoringError):
     """A custom ``metric.py`` failed, hung past its timeout or wrote no JSON object."""
 
     kind = "metric_script"
+
+
+class RunError(CasstoreError):
+    """``casstore run`` cannot go on: another run holds the job, Harbor failed to launch."""
+
+    kind = "run"
 
 
 def blocking_file(path: Path | str) -> Path | None:

@@ -14,6 +14,7 @@ Layers, bottom first (README, "Architecture"); each may import the ones it lists
     trials    casstore.trials         base, archive, store, table
     scoring   scoring                 base, table (it reads the reward table only)
     sources   casstore.sources        every layer above but api and cli
+    run       casstore.run            every layer below api, and sources (`casstore run`)
     api       casstore (the package)  every layer but cli
     cli       cli                     every layer
 """
@@ -53,6 +54,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("trials", ("casstore.trials",)),
     ("scoring", ("scoring",)),
     ("sources", ("casstore.sources",)),
+    ("run", ("casstore.run",)),
     ("api", ("casstore",)),
     ("cli", ("cli",)),
 )
@@ -70,8 +72,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "trials": {"base", "archive", "store", "table"},
     "scoring": {"base", "table"},
     "sources": BELOW_API,
-    "api": BELOW_API | {"sources"},
-    "cli": BELOW_API | {"sources", "api"},
+    "run": BELOW_API | {"sources"},
+    "api": BELOW_API | {"sources", "run"},
+    "cli": BELOW_API | {"sources", "run", "api"},
 }
 
 
