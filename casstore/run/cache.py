@@ -47,6 +47,12 @@ def index_job(store: Store, job: str, options: str, agent: str, tasks: Mapping[s
             key = cache_key(options, agent, digest)
             by_key.setdefault(key, []).append([record.job_id, record.trial_name])
 
+    def new_pairs(txn: Txn) -> bool:
+        return any(
+            {tuple(pair) for pair in pairs} - {tuple(p) for p in txn.get(_DB, key) or []}
+            for key, pairs in by_key.items()
+        )
+
     def body(txn: Txn) -> int:
         added = 0
         for key, pairs in by_key.items():
@@ -58,7 +64,9 @@ def index_job(store: Store, job: str, options: str, agent: str, tasks: Mapping[s
                 added += len(new)
         return added
 
-    return store.index.write(body) if by_key else 0
+    if not by_key or not store.index.read(new_pairs):  # (no write transaction: a rerun)
+        return 0
+    return store.index.write(body)
 
 
 def cached_pairs(store: Store, keys: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
