@@ -182,8 +182,9 @@ def test_sigint_cancels_imports_and_the_next_run_runs_the_rest(capsys, place) ->
         job_dir = place["jobs"] / "suite"
         _wait_for(lambda: len(_finished(job_dir)) == 2 and _started(job_dir, "slow"), child)
         child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=120)
+        _, err = child.communicate(timeout=120)
         assert child.returncode == 130, err
+        assert err.decode().endswith("casstore: interrupted\n")
         cancelled = json.loads((job_dir / "cancelled.json").read_bytes())
         assert cancelled["signal"] == "SIGINT"
         launcher = json.loads((job_dir / "launcher_result.json").read_bytes())
@@ -192,6 +193,7 @@ def test_sigint_cancels_imports_and_the_next_run_runs_the_rest(capsys, place) ->
         assert sandbox_processes(place["sandbox"]) == []
         code, listed, _ = run_cli(capsys, "--store", str(place["store"]), "ls", "jobs", "--json")
         (job,) = json.loads(listed)
+        assert code == 0 and job["trials"] == 3  # two finished, one cancelled: aborted evidence
         assert job["failure_codes"].get("cancelled") == 1
     finally:
         gate.unlink()
