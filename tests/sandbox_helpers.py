@@ -94,3 +94,34 @@ def sandbox_processes(sandbox_dir: Path) -> list[int]:
         if root.startswith(str(sandbox_dir)) or b"CASSTORE_SANDBOX=" in environ:
             found.append(int(entry.name))
     return found
+
+
+def host_environment(task_dir: Path, trial_dir: Path, sandbox_dir: Path, **kwargs: Any) -> Any:
+    """A HostEnvironment for the task at ``task_dir`` outside any trial, with Harbor's three
+    log binds from ``trial_dir`` (what a Trial passes); ``kwargs`` go to the environment."""
+    from harbor.models.task.task import Task
+    from harbor.models.trial.paths import TrialPaths
+
+    from casstore.sandbox import HostEnvironment
+
+    task = Task(task_dir)
+    paths = TrialPaths(trial_dir)
+    paths.mkdir()
+    mounts = [
+        {"type": "bind", "source": str(source.resolve()), "target": f"/logs/{name}"}
+        for name, source in (
+            ("agent", paths.agent_dir),
+            ("verifier", paths.verifier_dir),
+            ("artifacts", paths.artifacts_dir),
+        )
+    ]
+    return HostEnvironment(
+        environment_dir=task.paths.environment_dir,
+        environment_name=task.short_name,
+        session_id=f"{task_dir.name}__test__env",
+        trial_paths=paths,
+        task_env_config=task.config.environment,
+        mounts=mounts,
+        sandbox_dir=str(sandbox_dir),
+        **kwargs,
+    )

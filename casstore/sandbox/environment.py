@@ -188,20 +188,28 @@ class HostEnvironment(BaseEnvironment):
     async def _follow_recipe(self) -> None:
         for step in self._recipe.steps:
             where = f"{self.environment_dir / 'Dockerfile'}:{step.line}"
-            if step.kind == "workdir":
-                await self._must(self._root_run(f"mkdir -p -- {shlex.quote(step.args[0])}"), where)
-            elif step.kind == "copy":
-                await self._copy(step, where)
-            elif self._dockerfile_run == "run":
-                command = shlex.join(step.args)
-                timeout = int(self.task_env_config.build_timeout_sec)
-                result = await self._exec_as(command, step.workdir, step.env, timeout, step.user)
-                if result.return_code != 0:
-                    tail = (result.stdout or "").strip()[-400:]
-                    rule = f"RUN exited with {result.return_code}: {tail}"
-                    raise SandboxError(where, rule + " (dockerfile_run='skip' skips RUN)")
-            else:
-                self.logger.warning(f"{where}: RUN skipped (dockerfile_run='skip')")
+            try:
+                await self._follow(step, where)
+            except SandboxError as error:
+                if error.path == where:
+                    raise
+                raise SandboxError(where, str(error)) from None
+
+    async def _follow(self, step: Step, where: str) -> None:
+        if step.kind == "workdir":
+            await self._must(self._root_run(f"mkdir -p -- {shlex.quote(step.args[0])}"), where)
+        elif step.kind == "copy":
+            await self._copy(step, where)
+        elif self._dockerfile_run == "run":
+            command = shlex.join(step.args)
+            timeout = int(self.task_env_config.build_timeout_sec)
+            result = await self._exec_as(command, step.workdir, step.env, timeout, step.user)
+            if result.return_code != 0:
+                tail = (result.stdout or "").strip()[-400:]
+                rule = f"RUN exited with {result.return_code}: {tail}"
+                raise SandboxError(where, rule + " (dockerfile_run='skip' skips RUN)")
+        else:
+            self.logger.warning(f"{where}: RUN skipped (dockerfile_run='skip')")
 
     async def _copy(self, step: Step, where: str) -> None:
         """COPY/ADD of build-context files, resolved inside the context only."""
@@ -221,6 +229,8 @@ class HostEnvironment(BaseEnvironment):
             if not matches:
                 raise SandboxError(where, f"COPY source {pattern} not found in the build context")
             sources += matches
+        if any(dest == top or dest.startswith(top + "/") for top in _READ_ONLY):
+            raise SandboxError(where, f"COPY into {dest}, inside a read-only host tree")
         into_dir = dest.endswith("/") or len(sources) > 1
         for source in sources:
             if source.is_dir():
