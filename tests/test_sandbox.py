@@ -6,9 +6,14 @@ probes against a server on the host's loopback; the tests read Harbor's result.j
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +25,7 @@ from casstore.examples.harbor_tasks import (
     write_harbor_tasks,
 )
 from tests.sandbox_helpers import (
+    IMPORT_PATH,
     require_sandbox_tools,
     run_job,
     sandbox_processes,
@@ -116,3 +122,30 @@ def test_no_process_of_the_job_is_left(job: dict[str, Any]) -> None:
     private root was deleted."""
     assert sandbox_processes(job["sandbox_dir"]) == []
     assert list(job["sandbox_dir"].iterdir()) == []
+
+
+def test_harbor_cli_runs_tasks_with_the_import_path(tmp_path: Path) -> None:
+    """``harbor run -e casstore.sandbox:HostEnvironment`` (Harbor's own CLI, the same
+    ``EnvironmentConfig.import_path``) with environment kwargs through ``--ek``."""
+    require_sandbox_tools()
+    write_harbor_tasks(tmp_path / "tasks", ["plain", "multi-reward"])
+    harbor = Path(sys.executable).with_name("harbor")
+    command = [str(harbor), "run", "-p", "tasks", "-a", "oracle", "-e", IMPORT_PATH]
+    command += [
+        "-o",
+        "jobs",
+        "--job-name",
+        "cli",
+        "--ek",
+        f"sandbox_dir={tmp_path / 'sb'}",
+        "--quiet",
+    ]
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    results = trial_results(tmp_path / "jobs" / "cli")
+    rewards = {task: trials[0]["verifier_result"]["rewards"] for task, trials in results.items()}
+    assert rewards == {task: EXPECTED_REWARDS[task] for task in ("plain", "multi-reward")}
+    config = json.loads((tmp_path / "jobs" / "cli" / "config.json").read_bytes())
+    assert config["environment"]["import_path"] == IMPORT_PATH
+    assert list((tmp_path / "sb").iterdir()) == []
