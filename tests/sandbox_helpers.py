@@ -42,9 +42,10 @@ def run_job(
     attempts: int = 1,
     concurrency: int = 4,
     name: str = "job",
+    **env_kwargs: Any,
 ) -> Path:
-    """Run Harbor's own Job (oracle agent, the host sandbox) over the dataset ``tasks``;
-    the job directory."""
+    """Run Harbor's own Job (oracle agent, the host sandbox with ``env_kwargs``) over the
+    dataset ``tasks``; the job directory."""
     from harbor.job import Job
     from harbor.models.job.config import DatasetConfig, JobConfig
     from harbor.models.trial.config import AgentConfig, EnvironmentConfig
@@ -58,7 +59,7 @@ def run_job(
         agents=[AgentConfig(name="oracle")],
         datasets=[DatasetConfig(path=tasks)],
         environment=EnvironmentConfig(
-            import_path=IMPORT_PATH, kwargs={"sandbox_dir": str(sandbox_dir)}
+            import_path=IMPORT_PATH, kwargs={"sandbox_dir": str(sandbox_dir), **env_kwargs}
         ),
     )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -149,3 +150,50 @@ def test_harbor_cli_runs_tasks_with_the_import_path(tmp_path: Path) -> None:
     config = json.loads((tmp_path / "jobs" / "cli" / "config.json").read_bytes())
     assert config["environment"]["import_path"] == IMPORT_PATH
     assert list((tmp_path / "sb").iterdir()) == []
+
+
+def test_an_environment_it_cannot_honour_fails_that_trial_only(tmp_path: Path) -> None:
+    """A compose environment and a multi-stage Dockerfile: Harbor records the SandboxError on
+    their trials (naming the file and line), the job goes on and the plain task scores."""
+    require_sandbox_tools()
+    (plain,) = write_harbor_tasks(tmp_path / "tasks", ["plain"])
+    for name, file, text in (
+        ("compose", "docker-compose.yaml", "services: {}\n"),
+        ("stages", "Dockerfile", "FROM a AS build\nFROM b\n"),
+    ):
+        shutil.copytree(plain, tmp_path / "tasks" / name)
+        (tmp_path / "tasks" / name / "environment" / file).write_text(text)
+    job_dir = run_job(tmp_path / "tasks", tmp_path / "jobs", tmp_path / "sb")
+    results = {task: trials[0] for task, trials in trial_results(job_dir).items()}
+    assert results["plain"]["verifier_result"]["rewards"] == {"reward": 1.0}
+    compose = results["compose"]["exception_info"]
+    assert compose["exception_type"] == "SandboxError"
+    assert compose["exception_message"].endswith(
+        "compose/environment/docker-compose.yaml: compose services are not supported"
+    )
+    stages = results["stages"]["exception_info"]
+    assert stages["exception_type"] == "SandboxError"
+    assert stages["exception_message"].endswith(
+        "stages/environment/Dockerfile:2: multi-stage builds are not supported"
+    )
+    assert sandbox_processes(tmp_path / "sb") == []
+
+
+@pytest.mark.realdata
+def test_a_real_multi_step_task_runs_whole(fixtures_dir: Path, tmp_path: Path) -> None:
+    """harbor-cookbook/multi-step (step workdir uploads, healthchecks, step verifier env,
+    per-step artifacts), its apt-get RUN skipped: every step scores 1, as with Docker."""
+    require_sandbox_tools()
+    shutil.copytree(fixtures_dir / "tasks/harbor-cookbook/multi-step", tmp_path / "tasks/ms")
+    job_dir = run_job(tmp_path / "tasks", tmp_path / "jobs", tmp_path / "sb", dockerfile_run="skip")
+    ((result,),) = trial_results(job_dir).values()
+    assert result["exception_info"] is None
+    steps = [(step["step_name"], step["verifier_result"]) for step in result["step_results"]]
+    assert steps == [
+        (name, {"rewards": {"reward": 1.0}}) for name in ("scaffold", "implement", "document")
+    ]
+    artifacts = job_dir / result["trial_name"] / "steps"
+    assert (artifacts / "scaffold/artifacts/app/greet.sh").is_file()
+    assert not (artifacts / "scaffold/artifacts/app/README.md").exists()
+    assert (artifacts / "document/artifacts/app/README.md").is_file()
+    assert sandbox_processes(tmp_path / "sb") == []

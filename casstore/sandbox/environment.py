@@ -89,12 +89,16 @@ class HostEnvironment(BaseEnvironment):
 
     @override
     def _validate_definition(self) -> None:
-        compose = self.environment_dir / "docker-compose.yaml"
-        if compose.exists():
-            raise SandboxError(str(compose), "compose services are not supported")
+        """Harbor's own rule (a Dockerfile, a compose file or ``docker_image``); what this
+        environment cannot honour is refused at ``start``, recorded on the trial."""
         require_agent_environment_definition(
             self.environment_dir, docker_image=self.task_env_config.docker_image
         )
+
+    def _read_definition(self) -> None:
+        compose = self.environment_dir / "docker-compose.yaml"
+        if compose.exists():
+            raise SandboxError(str(compose), "compose services are not supported")
         dockerfile = self.environment_dir / "Dockerfile"
         if dockerfile.is_file():
             self._recipe = read_dockerfile(dockerfile)
@@ -111,7 +115,9 @@ class HostEnvironment(BaseEnvironment):
 
     @override
     async def start(self, force_build: bool) -> None:
-        """Make the private root, start bwrap, follow the Dockerfile."""
+        """Make the private root, start bwrap, follow the Dockerfile; SandboxError for what
+        the sandbox cannot honour (a compose file, a Dockerfile line)."""
+        self._read_definition()
         base = Path(self._sandbox_dir) if self._sandbox_dir else None
         workdirs = [step.args[0] for step in self._recipe.steps if step.kind == "workdir"]
         workdirs += [self.task_env_config.workdir] if self.task_env_config.workdir else []
