@@ -42,9 +42,10 @@ def run_job(
     attempts: int = 1,
     concurrency: int = 4,
     name: str = "job",
+    **env_kwargs: Any,
 ) -> Path:
-    """Run Harbor's own Job (oracle agent, the host sandbox) over the dataset ``tasks``;
-    the job directory."""
+    """Run Harbor's own Job (oracle agent, the host sandbox with ``env_kwargs``) over the
+    dataset ``tasks``; the job directory."""
     from harbor.job import Job
     from harbor.models.job.config import DatasetConfig, JobConfig
     from harbor.models.trial.config import AgentConfig, EnvironmentConfig
@@ -58,7 +59,7 @@ def run_job(
         agents=[AgentConfig(name="oracle")],
         datasets=[DatasetConfig(path=tasks)],
         environment=EnvironmentConfig(
-            import_path=IMPORT_PATH, kwargs={"sandbox_dir": str(sandbox_dir)}
+            import_path=IMPORT_PATH, kwargs={"sandbox_dir": str(sandbox_dir), **env_kwargs}
         ),
     )
 
@@ -94,3 +95,34 @@ def sandbox_processes(sandbox_dir: Path) -> list[int]:
         if root.startswith(str(sandbox_dir)) or b"CASSTORE_SANDBOX=" in environ:
             found.append(int(entry.name))
     return found
+
+
+def host_environment(task_dir: Path, trial_dir: Path, sandbox_dir: Path, **kwargs: Any) -> Any:
+    """A HostEnvironment for the task at ``task_dir`` outside any trial, with Harbor's three
+    log binds from ``trial_dir`` (what a Trial passes); ``kwargs`` go to the environment."""
+    from harbor.models.task.task import Task
+    from harbor.models.trial.paths import TrialPaths
+
+    from casstore.sandbox import HostEnvironment
+
+    task = Task(task_dir)
+    paths = TrialPaths(trial_dir)
+    paths.mkdir()
+    mounts = [
+        {"type": "bind", "source": str(source.resolve()), "target": f"/logs/{name}"}
+        for name, source in (
+            ("agent", paths.agent_dir),
+            ("verifier", paths.verifier_dir),
+            ("artifacts", paths.artifacts_dir),
+        )
+    ]
+    return HostEnvironment(
+        environment_dir=task.paths.environment_dir,
+        environment_name=task.short_name,
+        session_id=f"{task_dir.name}__test__env",
+        trial_paths=paths,
+        task_env_config=task.config.environment,
+        mounts=mounts,
+        sandbox_dir=str(sandbox_dir),
+        **kwargs,
+    )

@@ -6,9 +6,15 @@ probes against a server on the host's loopback; the tests read Harbor's result.j
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +26,7 @@ from casstore.examples.harbor_tasks import (
     write_harbor_tasks,
 )
 from tests.sandbox_helpers import (
+    IMPORT_PATH,
     require_sandbox_tools,
     run_job,
     sandbox_processes,
@@ -116,3 +123,77 @@ def test_no_process_of_the_job_is_left(job: dict[str, Any]) -> None:
     private root was deleted."""
     assert sandbox_processes(job["sandbox_dir"]) == []
     assert list(job["sandbox_dir"].iterdir()) == []
+
+
+def test_harbor_cli_runs_tasks_with_the_import_path(tmp_path: Path) -> None:
+    """``harbor run -e casstore.sandbox:HostEnvironment`` (Harbor's own CLI, the same
+    ``EnvironmentConfig.import_path``) with environment kwargs through ``--ek``."""
+    require_sandbox_tools()
+    write_harbor_tasks(tmp_path / "tasks", ["plain", "multi-reward"])
+    harbor = Path(sys.executable).with_name("harbor")
+    command = [str(harbor), "run", "-p", "tasks", "-a", "oracle", "-e", IMPORT_PATH]
+    command += [
+        "-o",
+        "jobs",
+        "--job-name",
+        "cli",
+        "--ek",
+        f"sandbox_dir={tmp_path / 'sb'}",
+        "--quiet",
+    ]
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    results = trial_results(tmp_path / "jobs" / "cli")
+    rewards = {task: trials[0]["verifier_result"]["rewards"] for task, trials in results.items()}
+    assert rewards == {task: EXPECTED_REWARDS[task] for task in ("plain", "multi-reward")}
+    config = json.loads((tmp_path / "jobs" / "cli" / "config.json").read_bytes())
+    assert config["environment"]["import_path"] == IMPORT_PATH
+    assert list((tmp_path / "sb").iterdir()) == []
+
+
+def test_an_environment_it_cannot_honour_fails_that_trial_only(tmp_path: Path) -> None:
+    """A compose environment and a multi-stage Dockerfile: Harbor records the SandboxError on
+    their trials (naming the file and line), the job goes on and the plain task scores."""
+    require_sandbox_tools()
+    (plain,) = write_harbor_tasks(tmp_path / "tasks", ["plain"])
+    for name, file, text in (
+        ("compose", "docker-compose.yaml", "services: {}\n"),
+        ("stages", "Dockerfile", "FROM a AS build\nFROM b\n"),
+    ):
+        shutil.copytree(plain, tmp_path / "tasks" / name)
+        (tmp_path / "tasks" / name / "environment" / file).write_text(text)
+    job_dir = run_job(tmp_path / "tasks", tmp_path / "jobs", tmp_path / "sb")
+    results = {task: trials[0] for task, trials in trial_results(job_dir).items()}
+    assert results["plain"]["verifier_result"]["rewards"] == {"reward": 1.0}
+    compose = results["compose"]["exception_info"]
+    assert compose["exception_type"] == "SandboxError"
+    assert compose["exception_message"].endswith(
+        "compose/environment/docker-compose.yaml: compose services are not supported"
+    )
+    stages = results["stages"]["exception_info"]
+    assert stages["exception_type"] == "SandboxError"
+    assert stages["exception_message"].endswith(
+        "stages/environment/Dockerfile:2: multi-stage builds are not supported"
+    )
+    assert sandbox_processes(tmp_path / "sb") == []
+
+
+@pytest.mark.realdata
+def test_a_real_multi_step_task_runs_whole(fixtures_dir: Path, tmp_path: Path) -> None:
+    """harbor-cookbook/multi-step (step workdir uploads, healthchecks, step verifier env,
+    per-step artifacts), its apt-get RUN skipped: every step scores 1, as with Docker."""
+    require_sandbox_tools()
+    shutil.copytree(fixtures_dir / "tasks/harbor-cookbook/multi-step", tmp_path / "tasks/ms")
+    job_dir = run_job(tmp_path / "tasks", tmp_path / "jobs", tmp_path / "sb", dockerfile_run="skip")
+    ((result,),) = trial_results(job_dir).values()
+    assert result["exception_info"] is None
+    steps = [(step["step_name"], step["verifier_result"]) for step in result["step_results"]]
+    assert steps == [
+        (name, {"rewards": {"reward": 1.0}}) for name in ("scaffold", "implement", "document")
+    ]
+    artifacts = job_dir / result["trial_name"] / "steps"
+    assert (artifacts / "scaffold/artifacts/app/greet.sh").is_file()
+    assert not (artifacts / "scaffold/artifacts/app/README.md").exists()
+    assert (artifacts / "document/artifacts/app/README.md").is_file()
+    assert sandbox_processes(tmp_path / "sb") == []

@@ -21,6 +21,7 @@ __all__ = [
     "PROBE_TASKS",
     "write_harbor_task",
     "write_harbor_tasks",
+    "write_plain_tasks",
 ]
 
 AGENT_UID = 4242
@@ -234,3 +235,10 @@ def write_harbor_tasks(
         written.append(write_harbor_task(dest, "probe-online", _probe(probe_port, "public")))
         written.append(write_harbor_task(dest, "probe-offline", _probe(probe_port, "no-network")))
     return written
+
+
+def write_plain_tasks(dest: Path, count: int) -> list[Path]:
+    """Write ``count`` copies of the plain task (``plain-000``, ``plain-001``, ...; reward 1
+    each) into the dataset directory ``dest``: the benchmarks' taskset."""
+    dest.mkdir(parents=True, exist_ok=True)
+    return [write_harbor_task(dest, f"plain-{index:03d}", _plain()) for index in range(count)]

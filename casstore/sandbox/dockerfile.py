@@ -76,10 +76,10 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
             pending.append(stripped[:-1])
             continue
         pending.append(stripped)
-        found.append((start, " ".join(part for part in pending if part)))
+        found.append((start, "".join(pending)))
         pending = []
     if pending:
-        found.append((start, " ".join(pending)))
+        found.append((start, "".join(pending)))
     return found
 
 
@@ -115,15 +115,18 @@ def _words(rest: str, where: str) -> list[str]:
         raise SandboxError(where, f"cannot split the arguments: {error}") from None
 
 
-def _flags(words: list[str], allowed: set[str], where: str) -> tuple[dict[str, str], list[str]]:
-    """Leading ``--name=value`` flags (only ``allowed`` ones) and the remaining words."""
+def _flags(rest: str, allowed: set[str], where: str) -> tuple[dict[str, str], str]:
+    """Leading ``--name=value`` flags (only ``allowed`` ones) and the rest of the text."""
     flags: dict[str, str] = {}
-    while words and words[0].startswith("--"):
-        name, _, value = words.pop(0)[2:].partition("=")
+    rest = rest.strip()
+    while rest.startswith("--"):
+        word, _, rest = rest.partition(" ")
+        name, _, value = word[2:].partition("=")
         if name not in allowed:
             raise SandboxError(where, f"--{name} is not supported by the host sandbox")
         flags[name] = value
-    return flags, words
+        rest = rest.strip()
+    return flags, rest
 
 
 class _Reader:
@@ -195,8 +198,8 @@ class _Reader:
 
     def _on_copy(self, line: int, rest: str, add: bool = False) -> None:
         where = self.where(line)
-        flags, words = _flags(_words(rest, where), {"chown", "chmod", "link"}, where)
-        words = [substitute(word, self.variables) for word in words]
+        flags, rest = _flags(rest, {"chown", "chmod", "link"}, where)
+        words = [substitute(word, self.variables) for word in _words(rest, where)]
         if len(words) < 2:
             raise SandboxError(where, "COPY needs a source and a destination")
         for source in words[:-1]:

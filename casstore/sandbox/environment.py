@@ -19,12 +19,12 @@ boundary equal to a container: README, "Sandbox environment".
 
 from __future__ import annotations
 
+import asyncio
 import os
 import posixpath
 import shlex
 import shutil
 import tarfile
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, override
@@ -34,16 +34,16 @@ from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.environments.definition import require_agent_environment_definition
 
 from casstore.errors import SandboxError
-from casstore.sandbox.accounts import Account, Accounts
+from casstore.sandbox.accounts import Account
+from casstore.sandbox.build import follow_recipe
 from casstore.sandbox.commands import run_entering
 from casstore.sandbox.dockerfile import Recipe, Step, read_dockerfile
-from casstore.sandbox.namespaces import Binding, Sandbox
+from casstore.sandbox.namespaces import Sandbox
+from casstore.sandbox.root import Work, prepare_work
 
 __all__ = ["HostEnvironment"]
 
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_SKELETON = {"tmp": 0o1777, "var/tmp": 0o1777, "root": 0o700, "home": 0o755, "run": 0o755}
-_READ_ONLY = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
 class HostEnvironment(BaseEnvironment):
@@ -65,7 +65,7 @@ class HostEnvironment(BaseEnvironment):
         self._sandbox_dir = sandbox_dir
         self._recipe = Recipe()
         self._sandbox: Sandbox | None = None
-        self._work: Path | None = None
+        self._work: Work | None = None
         super().__init__(*args, **kwargs)
 
     @staticmethod
@@ -89,176 +89,85 @@ class HostEnvironment(BaseEnvironment):
 
     @override
     def _validate_definition(self) -> None:
-        compose = self.environment_dir / "docker-compose.yaml"
-        if compose.exists():
-            raise SandboxError(str(compose), "compose services are not supported")
+        """Harbor's own rule (a Dockerfile, a compose file or ``docker_image``); what this
+        environment cannot honour is refused at ``start``, recorded on the trial."""
         require_agent_environment_definition(
             self.environment_dir, docker_image=self.task_env_config.docker_image
         )
+
+    def _read_definition(self) -> None:
+        compose = self.environment_dir / "docker-compose.yaml"
+        if compose.exists():
+            raise SandboxError(str(compose), "compose services are not supported")
         dockerfile = self.environment_dir / "Dockerfile"
         if dockerfile.is_file():
             self._recipe = read_dockerfile(dockerfile)
 
-    # -- paths -----------------------------------------------------------------------------
+    # -- life ------------------------------------------------------------------------------
 
-    @property
-    def _root(self) -> Path:
+    def _work_dir(self) -> Work:
         if self._work is None:
             raise SandboxError(self.session_id, "the sandbox is not started")
-        return self._work / "root"
+        return self._work
 
     def _io_file(self, suffix: str) -> Path:
-        assert self._work is not None
-        return self._work / "io" / f"{uuid.uuid4().hex}{suffix}"
-
-    def _bindings(self, work: Path) -> list[Binding]:
-        bindings = [
-            Binding(str(work / "etc" / "passwd"), "/etc/passwd", read_only=True),
-            Binding(str(work / "etc" / "group"), "/etc/group", read_only=True),
-        ]
-        for mount in self._mounts:
-            if mount.get("type") != "bind":
-                raise SandboxError(mount.get("target"), "only bind mounts are supported")
-            target = posixpath.normpath(mount["target"])
-            if any(target == top or target.startswith(top + "/") for top in _READ_ONLY):
-                raise SandboxError(target, "a mount inside a read-only host tree")
-            bindings.append(Binding(mount["source"], target, bool(mount.get("read_only"))))
-        return bindings
-
-    def _make_root(self, bindings: list[Binding]) -> None:
-        """The private root's skeleton: every mount point made first (bwrap would make a
-        missing parent with mode 0700, which a non-root user cannot cross)."""
-        root = self._root
-        root.mkdir(mode=0o755)
-        for name, mode in _SKELETON.items():
-            (root / name).mkdir(parents=True, exist_ok=True)
-            os.chmod(root / name, mode)
-        for binding in bindings:
-            if binding.target.startswith("/etc/"):
-                continue
-            point = root / binding.target.lstrip("/")
-            point.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-            if Path(binding.source).is_dir():
-                point.mkdir(mode=0o755, exist_ok=True)
-            else:
-                point.touch()
-
-    # -- life ------------------------------------------------------------------------------
+        return self._work_dir().io_file(f"{uuid.uuid4().hex}{suffix}")
 
     @override
     async def start(self, force_build: bool) -> None:
+        """Make the private root, start bwrap, follow the Dockerfile; SandboxError for what
+        the sandbox cannot honour (a compose file, a Dockerfile line)."""
+        self._read_definition()
         base = Path(self._sandbox_dir) if self._sandbox_dir else None
-        if base is not None:
-            base.mkdir(parents=True, exist_ok=True)
-        self._work = Path(tempfile.mkdtemp(prefix="casstore-sandbox-", dir=base))
-        for name in ("etc", "io"):
-            (self._work / name).mkdir()
-        self._accounts = Accounts(self._work / "etc")
-        self._accounts.create()
-        bindings = self._bindings(self._work)
-        self._make_root(bindings)
+        workdirs = [step.args[0] for step in self._recipe.steps if step.kind == "workdir"]
+        workdirs += [self.task_env_config.workdir] if self.task_env_config.workdir else []
+        work = await asyncio.to_thread(prepare_work, base, list(self._mounts), workdirs)
+        self._work = work
         hostname = "".join(c if c.isalnum() or c == "-" else "-" for c in self.environment_name)
         self._sandbox = await Sandbox.launch(
-            self._root,
-            bindings,
+            work.root,
+            list(work.bindings),
             shared_net=not self._network_disabled,
             hostname=hostname[:63].strip("-") or "sandbox",
-            log=self._work / "bwrap.log",
+            log=work.path / "bwrap.log",
         )
-        await self._follow_recipe()
-        workdir = self.task_env_config.workdir
-        if workdir:
-            await self._must(self._root_run(f"mkdir -p -- {shlex.quote(workdir)}"), workdir)
-        await self.ensure_dirs(self._mount_targets(writable_only=True))
+        dockerfile = self.environment_dir / "Dockerfile"
+        binds = [binding.target for binding in work.bindings]
+        run = self._dockerfile_run == "run"
+        for where in await follow_recipe(self, self._recipe, dockerfile, run=run, binds=binds):
+            self.logger.warning(f"{where}: RUN skipped (dockerfile_run='skip')")
         await self._upload_environment_dir_after_start()
 
     @override
     async def stop(self, delete: bool) -> None:
+        """Kill every process of the sandbox; delete the root unless ``delete`` is False."""
         sandbox, self._sandbox = self._sandbox, None
         if sandbox is not None:
             left = await sandbox.close()
             if left:
                 self.logger.warning(f"sandbox processes still present after stop: {left}")
-        if self._work is not None and delete:
-            shutil.rmtree(self._work, ignore_errors=True)
-            self._work = None
-
-    # -- the Dockerfile --------------------------------------------------------------------
-
-    async def _follow_recipe(self) -> None:
-        for step in self._recipe.steps:
-            where = f"{self.environment_dir / 'Dockerfile'}:{step.line}"
-            if step.kind == "workdir":
-                await self._must(self._root_run(f"mkdir -p -- {shlex.quote(step.args[0])}"), where)
-            elif step.kind == "copy":
-                await self._copy(step, where)
-            elif self._dockerfile_run == "run":
-                command = shlex.join(step.args)
-                timeout = int(self.task_env_config.build_timeout_sec)
-                result = await self._exec_as(command, step.workdir, step.env, timeout, step.user)
-                if result.return_code != 0:
-                    tail = (result.stdout or "").strip()[-400:]
-                    rule = f"RUN exited with {result.return_code}: {tail}"
-                    raise SandboxError(where, rule + " (dockerfile_run='skip' skips RUN)")
-            else:
-                self.logger.warning(f"{where}: RUN skipped (dockerfile_run='skip')")
-
-    async def _copy(self, step: Step, where: str) -> None:
-        """COPY/ADD of build-context files, resolved inside the context only."""
-        context = self.environment_dir.resolve()
-        *patterns, dest = step.args
-        dest = posixpath.normpath(posixpath.join(step.workdir, dest)) + (
-            "/" if dest.endswith("/") else ""
-        )
-        sources: list[Path] = []
-        for pattern in patterns:
-            matches = (
-                sorted(context.glob(pattern.lstrip("/"))) if pattern.strip("/.") else [context]
-            )
-            for match in matches:
-                if not match.resolve().is_relative_to(context):
-                    raise SandboxError(where, f"COPY source {pattern} leaves the build context")
-            if not matches:
-                raise SandboxError(where, f"COPY source {pattern} not found in the build context")
-            sources += matches
-        into_dir = dest.endswith("/") or len(sources) > 1
-        for source in sources:
-            if source.is_dir():
-                target = dest.rstrip("/") or "/"
-                await self.upload_dir(source, target)
-            else:
-                target = posixpath.join(dest, source.name) if into_dir else dest
-                await self.upload_file(source, target)
-            await self._own(step, target, where)
-
-    async def _own(self, step: Step, target: str, where: str) -> None:
-        quoted = shlex.quote(target)
-        if step.chown:
-            user, _, group = step.chown.partition(":")
-            account = await self._account(user)
-            gid = (await self._account(group)).gid if group else account.gid
-            await self._must(self._root_run(f"chown -R {account.uid}:{gid} -- {quoted}"), where)
-        if step.chmod is not None:
-            await self._must(self._root_run(f"chmod -R {step.chmod:o} -- {quoted}"), where)
+        work, self._work = self._work, None
+        if work is not None and delete:
+            await asyncio.to_thread(shutil.rmtree, work.path, True)
+        elif work is not None:
+            self.logger.info(f"sandbox root kept at {work.root}")
 
     # -- commands --------------------------------------------------------------------------
 
-    async def _account(self, user: str | int | None) -> Account:
-        account = self._accounts.resolve(user)
+    async def account(self, user: str | int | None) -> Account:
+        """The sandbox account of ``user`` (an unknown name gets one, and its home)."""
+        account = self._work_dir().accounts.resolve(user)
         if account.created:
             home = shlex.quote(account.home)
             command = f"mkdir -p -- {home} && chown {account.uid}:{account.gid} -- {home}"
-            await self._must(self._root_run(command), account.home)
+            await self.as_root(command, account.home)
         return account
 
-    def _environment(
-        self, account: Account, image_env: dict[str, str], extra: dict[str, str]
-    ) -> dict[str, str]:
+    def _environment(self, account: Account, image_env: dict[str, str]) -> dict[str, str]:
         env = {"PATH": PATH, "HOME": account.home, "HOSTNAME": self.environment_name}
         if account.name:
             env["USER"] = account.name
         env.update(image_env)
-        env.update(extra)
         env["CASSTORE_SANDBOX"] = self.session_id
         return env
 
@@ -277,7 +186,7 @@ class HostEnvironment(BaseEnvironment):
         that file and the result holds none."""
         if self._sandbox is None or not self._sandbox.alive():
             raise SandboxError(self.session_id, "the sandbox is not running")
-        account = await self._account(user)
+        account = await self.account(user)
         argv = self._sandbox.enter_argv(account.uid, account.gid, account.name is not None)
         argv += ["/bin/sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sh", cwd or "/"]
         argv += ["/bin/bash", "-c", command]
@@ -286,7 +195,7 @@ class HostEnvironment(BaseEnvironment):
         try:
             code = await run_entering(
                 argv,
-                env=self._environment(account, env, {}),
+                env=self._environment(account, env),
                 output=sink,
                 stdin=stdin,
                 timeout=timeout_sec,
@@ -300,16 +209,19 @@ class HostEnvironment(BaseEnvironment):
                 sink.unlink(missing_ok=True)
         return ExecResult(stdout=text or None, return_code=_status(code))
 
-    def _root_run(self, command: str, **kwargs: Any) -> Any:
-        return self._exec_as(command, "/", {}, None, 0, **kwargs)
-
-    @staticmethod
-    async def _must(running: Any, where: str) -> ExecResult:
-        result = await running
+    async def as_root(self, command: str, where: str, stdin: Path | None = None) -> ExecResult:
+        """Run ``command`` as root in ``/``; SandboxError naming ``where`` unless it exits 0."""
+        result = await self._exec_as(command, "/", {}, None, 0, stdin=stdin)
         if result.return_code != 0:
             text = (result.stdout or "").strip()[-400:]
             raise SandboxError(where, f"exit {result.return_code} in the sandbox: {text}")
         return result
+
+    async def run_step(self, step: Step) -> ExecResult:
+        """A Dockerfile RUN, as its line's user, directory and environment."""
+        timeout = int(self.task_env_config.build_timeout_sec)
+        command = shlex.join(step.args)
+        return await self._exec_as(command, step.workdir, step.env, timeout, step.user)
 
     @override
     async def exec(
@@ -335,7 +247,7 @@ class HostEnvironment(BaseEnvironment):
     async def _untar_inside(self, archive: Path, directory: str) -> None:
         quoted = shlex.quote(directory)
         command = f"mkdir -p -- {quoted} && tar -x --no-same-owner -f - -C {quoted}"
-        await self._must(self._root_run(command, stdin=archive), directory)
+        await self.as_root(command, directory, stdin=archive)
 
     @override
     async def upload_file(self, source_path: Path | str, target_path: str) -> None:
@@ -362,7 +274,7 @@ class HostEnvironment(BaseEnvironment):
 
     async def _pack_inside(self, command: str, where: str) -> Path:
         archive = self._io_file(".tar")
-        result = await self._root_run(command, output=archive)
+        result = await self._exec_as(command, "/", {}, None, 0, output=archive)
         if result.return_code != 0:
             text = archive.read_bytes()[-400:].decode(errors="replace")
             archive.unlink(missing_ok=True)
