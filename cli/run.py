@@ -16,12 +16,15 @@ imported, ``cancelled.json`` written).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from cli.options import GlobalOptions, JsonOption
-from cli.output import emit_json, err_console
+from cli.output import emit_json, err_console, fail
+
+if TYPE_CHECKING:
+    from casstore.run.api import RunResult
 
 __all__ = ["register"]
 
@@ -96,7 +99,15 @@ def run(
     )
     api.check_run_options(options)  # every agent configuration check, before the store
     with Store(global_options.store) as store:
-        result = api.run_job(source, options, store)
+        try:
+            result = api.run_job(source, options, store)
+        except KeyboardInterrupt:  # the launch was cancelled, the job imported
+            job = options.jobs_dir / (options.job_name or "")
+            raise fail(
+                f"{job}: interrupted; its completed trials are imported, the job is marked "
+                "cancelled (cancelled.json): run again to run the rest",
+                130,
+            ) from None
     report = api.score_run(result, reward_key)
     if json:
         emit_json({**report.to_json(), "run": result.to_json()})
@@ -105,9 +116,9 @@ def run(
     print_report(report)
 
 
-def _summary(result: object) -> str:
+def _summary(result: RunResult) -> str:
     """One line on stderr: the job, the cache state, the attempts run and reused."""
-    data = result.to_json()  # type: ignore[attr-defined]
+    data = result.to_json()
     return (
         f"run {data['job_name']}  cache {data['cache']}   attempts run {data['attempts_run']}"
         f"   reused {data['attempts_reused']}   from {data['trials_from']}"

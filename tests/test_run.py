@@ -184,7 +184,10 @@ def test_sigint_cancels_imports_and_the_next_run_runs_the_rest(capsys, place) ->
         child.send_signal(signal.SIGINT)
         _, err = child.communicate(timeout=120)
         assert child.returncode == 130, err
-        assert err.decode().endswith("casstore: interrupted\n")
+        assert err.decode() == (
+            f"casstore: {job_dir}: interrupted; its completed trials are imported, the job is "
+            "marked cancelled (cancelled.json): run again to run the rest\n"
+        )
         cancelled = json.loads((job_dir / "cancelled.json").read_bytes())
         assert cancelled["signal"] == "SIGINT"
         launcher = json.loads((job_dir / "launcher_result.json").read_bytes())
