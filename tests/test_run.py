@@ -121,6 +121,10 @@ def test_editing_one_task_reruns_only_that_task(capsys, place) -> None:
     assert (run["cache"], run["attempts_run"], run["attempts_reused"]) == ("stale", 2, 2)
     assert run["job_id"] != first["run"]["job_id"]
     assert run["trials_from"] == {run["job_id"]: 2, first["run"]["job_id"]: 2}
+    plain = sorted(n for n in first["run"]["trials"][first["run"]["job_id"]] if "plain" in n)
+    assert sorted(run["trials"][first["run"]["job_id"]]) == sorted(
+        n for n in first["run"]["trials"][first["run"]["job_id"]] if n not in plain
+    )  # the unchanged task's trials, from the first job
     assert {r["task_name"] for r in _results(place["jobs"] / "suite")} == {"plain"}
     assert second["counts"]["attempts"] == 4
 

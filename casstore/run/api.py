@@ -63,6 +63,7 @@ class RunResult:
             "attempts_reused": self.attempts_reused,
             "launcher": None if self.launcher is None else self.launcher.to_json(),
             "trials_from": {job: len(names) for job, names in self.trials.items()},
+            "trials": self.trials,
         }
 
 
