@@ -257,3 +257,22 @@ def _group_members(pgid: int) -> list[int]:
             except ProcessLookupError:
                 continue
     return found
+
+
+def test_a_taskset_reference_is_checked_out_and_run(capsys, place) -> None:
+    """A stored taskset: checked out (verified) into the jobs folder, its trials labelled with
+    the taskset's name; the same reference again finds the tasks in place: a hit."""
+    code, _, err = run_cli(
+        capsys, "--store", str(place["store"]), "publish", str(place["ds"]), "--taskset", "suite"
+    )
+    assert code == 0, err
+    code, out, err = run_cli(capsys, *_argv(place, source=Path("default/suite")))
+    assert code == 0, err
+    first = json.loads(out)
+    assert (first["run"]["cache"], first["run"]["attempts_run"]) == ("none", 2)
+    checked_out = place["jobs"] / ".casstore-tasks" / "default" / "suite"
+    assert sorted(p.name for p in checked_out.iterdir()) == sorted(TASKS)
+    assert {r["source"] for r in _results(place["jobs"] / "suite")} == {"suite"}
+    code, out, err = run_cli(capsys, *_argv(place, source=Path("default/suite")))
+    assert code == 0, err
+    assert json.loads(out)["run"]["cache"] == "hit"
