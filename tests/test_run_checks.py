@@ -92,6 +92,15 @@ def test_an_issued_token_shape_is_refused_under_any_key(value: str, shape: str) 
     assert value[:12] not in str(error)
 
 
+def test_environment_kwargs_follow_the_same_rules() -> None:
+    """Harbor copies --ek into the job's files as it does --ak."""
+    refused = _refused(check_options, RunOptions(environment_kwargs=['token="abc"']))
+    assert refused.path == "--ek token" and "plaintext" in refused.rule
+    assert _refused(check_options, RunOptions(environment_kwargs=["dir=x"])).path == "--ek dir"
+    accepted = check_options(RunOptions(environment_kwargs=['sandbox_dir="/tmp/x"']))
+    assert accepted.environment_kwargs == {"sandbox_dir": "/tmp/x"}
+
+
 def test_text_that_merely_starts_like_a_token_is_accepted() -> None:
     kwargs = {"mode": '"sk-short"', "task": '"ask-for-help-with-the-thing"', "x": '"hf_a"'}
     assert check_agent_kwargs(kwargs) == {

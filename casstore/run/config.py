@@ -92,7 +92,8 @@ def check_options(options: RunOptions, environ: Mapping[str, str] | None = None)
     kwargs = check_agent_kwargs(parse_assignments(options.agent_kwargs, "--ak"))
     literals = check_env_vars(parse_assignments(options.env_vars, "--env-var"))
     env = resolve_secrets(parse_assignments(options.env_secrets, "--env-secret"), literals, environ)
-    environment_kwargs = _json_values(parse_assignments(options.environment_kwargs, "--ek"))
+    ek = parse_assignments(options.environment_kwargs, "--ek")
+    environment_kwargs = check_agent_kwargs(ek, "--ek")
     base = _base_config(options, job_name, kwargs, environment_kwargs, env)
     return CheckedOptions(options, job_name, kwargs, environment_kwargs, env, base)
 
@@ -102,19 +103,6 @@ def _default_job_name() -> str:
     from harbor.models.job.config import JobConfig
 
     return JobConfig().job_name
-
-
-def _json_values(items: Mapping[str, str]) -> dict[str, Any]:
-    """``--ek`` values decoded as JSON (the same rule as ``--ak``'s, credentials aside)."""
-    import msgspec
-
-    decoded = {}
-    for key, text in items.items():
-        try:
-            decoded[key] = msgspec.json.decode(text.encode("utf-8", "surrogatepass"))
-        except (msgspec.DecodeError, UnicodeEncodeError):
-            raise UsageError(f"--ek {key}", "the value is not JSON") from None
-    return decoded
 
 
 def _base_config(

@@ -121,18 +121,20 @@ def parse_assignments(items: Sequence[str], option: str) -> dict[str, str]:
     return found
 
 
-def check_agent_kwargs(items: Mapping[str, str]) -> dict[str, Any]:
-    """The ``--ak`` values decoded as JSON, after the credential checks (module docstring);
-    UsageError naming the key."""
+def check_agent_kwargs(items: Mapping[str, str], option: str = "--ak") -> dict[str, Any]:
+    """The ``--ak`` values (or those of ``option``: ``--ek`` too, which Harbor copies into
+    the job's files alike) decoded as JSON, after the credential checks (module docstring);
+    UsageError naming the option and the key."""
     kwargs: dict[str, Any] = {}
     for key, text in items.items():
         try:
             value = msgspec.json.decode(text.encode("utf-8", "surrogatepass"))
         except (msgspec.DecodeError, UnicodeEncodeError):
             raise UsageError(
-                f"--ak {key}", "the value is not JSON (quote a string: --ak 'name=\"text\"')"
+                f"{option} {key}",
+                f"the value is not JSON (quote a string: {option} 'name=\"text\"')",
             ) from None
-        _check_value(key, value, key)
+        _check_value(f"{option} {key}", value, key)
         kwargs[key] = value
     return kwargs
 
@@ -143,12 +145,12 @@ def _check_value(path: str, value: Any, key: str | None) -> None:
     if isinstance(value, str):
         if key is not None and credential_key(key) and not _FULL_TEMPLATE.fullmatch(value):
             raise UsageError(
-                f"--ak {path}",
+                path,
                 "a credential-looking key holding plaintext: pass credentials with "
                 "--env-secret NAME=REF (a ${NAME} template is fine here)",
             )
         if shape := token_shape(value):
-            raise UsageError(f"--ak {path}", f"{_refused_shape(shape)}: use --env-secret")
+            raise UsageError(path, f"{_refused_shape(shape)}: use --env-secret")
     elif isinstance(value, dict):
         for name, item in value.items():
             _check_value(f"{path}.{name}", item, str(name))
