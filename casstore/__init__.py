@@ -54,6 +54,7 @@ from casstore.lazy import load_name
 
 if TYPE_CHECKING:
     from casstore.api import (
+        check_run_options,
         checkout,
         compare,
         create_taskset,
@@ -73,6 +74,8 @@ if TYPE_CHECKING:
         replace_taskset,
         rescore,
         rm,
+        run_job,
+        score_run,
         verify,
         verify_bundle,
         verify_each,
@@ -89,6 +92,7 @@ if TYPE_CHECKING:
     from casstore.errors import CasstoreError
     from casstore.progress import Progress
     from casstore.report.api import ReportResult
+    from casstore.run.api import RunOptions, RunResult
     from casstore.store import Store
     from casstore.store.checkout import CheckoutResult
     from casstore.store.fsck import FsckReport
@@ -122,6 +126,8 @@ __all__ = [
     "Registration",
     "ReportResult",
     "RewardTable",
+    "RunOptions",
+    "RunResult",
     "ScoreReport",
     "Store",
     "TaskCollection",
@@ -129,6 +135,7 @@ __all__ = [
     "TrialRecord",
     "VerifyResult",
     "View",
+    "check_run_options",
     "checkout",
     "compare",
     "create_taskset",
@@ -148,6 +155,8 @@ __all__ = [
     "replace_taskset",
     "rescore",
     "rm",
+    "run_job",
+    "score_run",
     "verify",
     "verify_bundle",
     "verify_each",
@@ -175,6 +184,8 @@ _HOMES = {
     "PublishResult": "casstore.store.publish",
     "ReportResult": "casstore.report.api",
     "RewardTable": "casstore.table.columns",
+    "RunOptions": "casstore.run.api",
+    "RunResult": "casstore.run.api",
     "ScoreReport": "scoring",
     "Store": "casstore.store",
     "TaskCollection": "casstore.archive.discover",

@@ -36,6 +36,7 @@ from casstore.digest import Digest
 from casstore.errors import UsageError
 from casstore.progress import NO_PROGRESS, Progress
 from casstore.report.api import write_report
+from casstore.run.api import RunOptions, RunResult, check_run_options, run_job, score_run  # noqa: F401
 from casstore.sources import StoreArgument, check_taskset, load_trials, taskset_views
 from casstore.store import DEFAULT_WORKSPACE, Store
 from casstore.store.checkout import CheckoutResult
@@ -64,6 +65,7 @@ from scoring import (
 )
 
 __all__ = [
+    "check_run_options",
     "checkout",
     "compare",
     "create_taskset",
@@ -83,6 +85,8 @@ __all__ = [
     "replace_taskset",
     "rescore",
     "rm",
+    "run_job",
+    "score_run",
     "verify",
     "verify_bundle",
     "verify_each",

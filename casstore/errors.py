@@ -19,13 +19,15 @@ Hierarchy::
     │   ├── DigestMismatchError  the bytes do not hash to the expected address
     │   ├── SourceChangedError   the source tree changed while it was being packed
     │   ├── TaskFormatError      not a Harbor task: task.toml, instruction.md or steps rules
-    │   └── RewardKeyError       saved trials lack or disagree on their primary reward key
+    │   ├── RewardKeyError       saved trials lack or disagree on their primary reward key
+    │   └── SandboxError         the host sandbox cannot honour a task's environment or failed
     ├── StoreError               the store's index or filesets refuse an operation
     │   ├── UnknownReferenceError  no task/taskset/revision by that reference; CLI exit 2
     │   ├── PublicationError       failed after the archive was stored; carries ``prepared``
     │   └── CorruptStoreError      a stored value does not decode, or the index file is short
-    └── ScoringError             trials cannot be scored as asked (mixed keys, taskset mismatch)
-        └── MetricScriptError    a custom metric.py failed, hung or wrote no JSON object
+    ├── ScoringError             trials cannot be scored as asked (mixed keys, taskset mismatch)
+    │   └── MetricScriptError    a custom metric.py failed, hung or wrote no JSON object
+    └── RunError                 ``casstore run``: the job is busy, Harbor could not be launched
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ __all__ = [
     "NotCanonicalError",
     "PublicationError",
     "RewardKeyError",
+    "RunError",
+    "SandboxError",
     "ScoringError",
     "SourceChangedError",
     "StoreError",
@@ -190,6 +194,13 @@ class RewardKeyError(CheckError):
     kind = "reward_key"
 
 
+class SandboxError(CheckError):
+    """The host sandbox (``casstore.sandbox``) cannot honour a task's environment (a
+    Dockerfile line, a feature it lacks) or failed to start, enter or transfer files."""
+
+    kind = "sandbox"
+
+
 class StoreError(CasstoreError):
     """The store refuses an operation (unknown reference, existing name, broken index)."""
 
@@ -250,6 +261,12 @@ class MetricScriptError(ScoringError):
     """A custom ``metric.py`` failed, hung past its timeout or wrote no JSON object."""
 
     kind = "metric_script"
+
+
+class RunError(CasstoreError):
+    """``casstore run`` cannot go on: another run holds the job, Harbor failed to launch."""
+
+    kind = "run"
 
 
 def blocking_file(path: Path | str) -> Path | None:

@@ -25,6 +25,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 
 from casstore.errors import CasstoreError, UsageError, failed_os_call, printable
 from cli import archive, bundle, compare, demo, jobs, names, report, rescore, store
+from cli import run as run_command
 from cli.coerce import light_coercion
 from cli.help import prepare_help, shows_help, tidy_help
 from cli.options import GlobalOptions
@@ -99,6 +100,7 @@ compare.register(app)
 report.register(app)
 bundle.register(app)
 demo.register(app)
+run_command.register(app)
 app.add_typer(verifier_app, name="verifier")
 
 

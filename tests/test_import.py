@@ -809,7 +809,8 @@ def _as_schema(store_dir: Path, version: int) -> None:
     a msgpack map of every field, with ``job_id``, absolute ``result_path`` and the
     reward-key metadata), one evidence entry per file (keyed by the SHA-256 of the entry, or
     of the raw file for schema 1) that the records name instead of pack references, no
-    packs; the schema marker."""
+    packs; the schema marker. Schema 4: the same store without its ``trial_cache`` database
+    (schema 5 added it)."""
     import lmdb
 
     from casstore.store.values import encode_value
@@ -817,6 +818,10 @@ def _as_schema(store_dir: Path, version: int) -> None:
     env = lmdb.open(str(store_dir / "index"), max_dbs=32)
     try:
         with env.begin(write=True) as txn:
+            txn.drop(env.open_db(b"trial_cache", txn=txn), delete=True)
+            if version == 4:
+                txn.put(b"schema", encode_value(version), db=env.open_db(b"meta", txn=txn))
+                return
             db = {name: env.open_db(name.encode(), txn=txn) for name in TRIAL_DATABASES}
             for key, value in list(txn.cursor(db=db["jobs"])) if version < 4 else []:
                 record = msgpack.unpackb(value)

@@ -8,6 +8,7 @@ Layers, bottom first (README, "Architecture"); each may import the ones it lists
     verifier  casstore.verifier       base, archive (the runner and helpers it writes into a
                                       task import nothing of casstore)
     examples  casstore.examples       base
+    sandbox   casstore.sandbox        base (and Harbor: the host environment for Harbor jobs)
     store     casstore.store          base, archive
     table     casstore.table          base (the reward table: import's output, scoring's input)
     trials    casstore.trials         base, archive, store, table
@@ -17,6 +18,7 @@ Layers, bottom first (README, "Architecture"); each may import the ones it lists
     sources   casstore.sources        every layer above but api and cli
     comparison casstore.comparison    every layer below api, and sources
     report    casstore.report         every layer below api, sources and comparison
+    run       casstore.run            every layer below api, and sources (`casstore run`)
     api       casstore (the package)  every layer but cli
     cli       cli                     every layer
 """
@@ -50,6 +52,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("verifier", ("casstore.verifier",)),
     ("standalone", ("casstore.verifier.run_verifier", "casstore.verifier.helpers")),
     ("examples", ("casstore.examples",)),
+    ("sandbox", ("casstore.sandbox",)),
     ("store", ("casstore.store",)),
     ("table", ("casstore.table",)),
     ("trials", ("casstore.trials",)),
@@ -58,6 +61,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("sources", ("casstore.sources", "casstore.origins")),
     ("comparison", ("casstore.comparison",)),
     ("report", ("casstore.report",)),
+    ("run", ("casstore.run",)),
     ("api", ("casstore",)),
     ("cli", ("cli",)),
 )
@@ -66,6 +70,7 @@ BELOW_API = {
     "archive",
     "verifier",
     "examples",
+    "sandbox",
     "store",
     "table",
     "trials",
@@ -78,6 +83,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "verifier": {"base", "archive"},
     "standalone": set(),
     "examples": {"base"},
+    "sandbox": {"base"},
     "store": {"base", "archive"},
     "table": {"base"},
     "trials": {"base", "archive", "store", "table"},
@@ -86,8 +92,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "sources": BELOW_API,
     "comparison": BELOW_API | {"sources"},
     "report": BELOW_API | {"sources", "comparison"},
-    "api": BELOW_API | {"sources", "comparison", "report"},
-    "cli": BELOW_API | {"sources", "comparison", "report", "api"},
+    "run": BELOW_API | {"sources"},
+    "api": BELOW_API | {"sources", "comparison", "report", "run"},
+    "cli": BELOW_API | {"sources", "comparison", "report", "run", "api"},
 }
 
 

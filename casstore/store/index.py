@@ -4,7 +4,8 @@ Databases (keys UTF-8, values msgpack): ``meta`` (``schema`` → version), ``tas
 (``workspace/name`` → task record), ``revisions`` (revision digest → revision record),
 ``tasksets`` (``workspace/name`` → taskset record), ``taskset_revisions`` (digest → record);
 imported Harbor jobs (:mod:`casstore.trials.stored`): ``jobs``, ``trial_packs``, ``trials``
-(older schemas), ``reward_tables``, ``evidence``, ``zstd_dicts``.
+(older schemas), ``reward_tables``, ``evidence``, ``zstd_dicts``; the trial cache of
+``casstore run`` (:mod:`casstore.run.cache`): ``trial_cache``.
 
 Opening writes nothing: an existing index is opened read-only (a reading command works on a
 store it cannot write and never waits for a writer), and read-write by its first write, which
@@ -58,7 +59,9 @@ __all__ = [
 SCHEMA_VERSION = 5
 UPGRADED_SCHEMAS = (1, 2, 3, 4)
 """Versions this code reads, and marks as :data:`SCHEMA_VERSION` in its first write
-transaction (never on open): schema 5 also keeps each trial's ATIF trajectory as evidence (a
+transaction (never on open): schema 5 adds the database ``trial_cache`` (``casstore run``'s
+attempts by task, agent and options digest; a schema-4 index gets it, empty, at its first
+write, and reads as having none before) and keeps each trial's ATIF trajectory as evidence (a
 frame of its chunk's evidence pack after the result.json frames, referenced by the record's
 ``trace``, a field added at the end of the stored record: a record without one has the bytes
 schema 4 wrote); schema 4 writes each trial pack behind a CRC-32 of it
@@ -81,7 +84,12 @@ DATABASES = (
     "reward_tables",
     "evidence",
     "zstd_dicts",
+    "trial_cache",
 )
+ADDED_DATABASES = ("trial_cache",)
+"""Databases of :data:`SCHEMA_VERSION` an older index lacks: created by the write that marks
+it (never by opening it read-write for a write that marks nothing, such as gc's lock, so the
+older code that wrote it still finds the databases it knows, and no more)."""
 DEFAULT_MAP_SIZE = 32 << 20
 MAX_DBS = len(DATABASES) + 2
 T = TypeVar("T")
@@ -106,6 +114,7 @@ class Index:
         self._path = path
         self._map_size = map_size
         self.writable = create and not (path / "data.mdb").exists()  # a new index
+        self._exists = not self.writable
         if self.writable:
             try:
                 path.mkdir(parents=True, exist_ok=True)
@@ -163,8 +172,9 @@ class Index:
                 raise damaged("the index's list of databases", None, error) from error
 
     def _open_db(self, name: str) -> Any:
-        """The handle of database ``name`` (None: read-only and missing)."""
-        if self.writable:
+        """The handle of database ``name`` (None: missing, and read-only or one of
+        :data:`ADDED_DATABASES` of an existing index)."""
+        if self.writable and (name not in ADDED_DATABASES or not self._exists):
             return self.env.open_db(name.encode())
         try:
             return self.env.open_db(name.encode(), create=False)
@@ -295,19 +305,30 @@ class Index:
                 break
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)
-        txn = WriteTxn(begun, self.dbs, self._path)
-        if mark and self._older:
-            txn._committed = self._marked
-            try:
-                self._check_schema(txn)
-            except BaseException:
-                txn.abort()
-                raise
+        if not (mark and self._older):
+            return WriteTxn(begun, self.dbs, self._path)
+        try:  # the databases it lacks: theirs once the transaction commits
+            dbs = {
+                name: self.env.open_db(name.encode(), txn=begun) if handle is None else handle
+                for name, handle in self.dbs.items()
+            }
+        except BaseException:
+            begun.abort()
+            raise
+        txn = WriteTxn(begun, dbs, self._path)
+        txn._committed = lambda: self._marked(dbs)
+        try:
+            self._check_schema(txn)
+        except BaseException:
+            txn.abort()
+            raise
         return txn
 
-    def _marked(self) -> None:
-        """An index of an older schema was marked :data:`SCHEMA_VERSION` (a commit)."""
+    def _marked(self, dbs: dict[str, Any]) -> None:
+        """An index of an older schema was marked :data:`SCHEMA_VERSION` (a commit), the
+        databases it lacked created (``dbs``: every handle)."""
         self._older = False
+        self.dbs = dbs
 
     def reserve(self, nbytes: int) -> None:
         """Grow the map (doubling) to hold ``2 * nbytes`` more bytes than the pages in use,

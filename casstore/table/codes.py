@@ -1,6 +1,6 @@
 """Failure codes: why an attempt (or a job's import) is not a clean scored trial.
 
-One code per trial at most, in the priority order below (the first that applies); the two job
+One code per trial at most, in the priority order below (the first that applies); the job
 codes are counted once per job. The import decides them (:mod:`casstore.trials.rules`), the
 reward table's ``failure`` column carries a trial's code, and the scoring engine rolls them up
 (``failure_rollup.failure_codes``); member order is the order every report lists them in.
@@ -18,6 +18,12 @@ reward table's ``failure`` column carries a trial's code, and the scoring engine
                                 but trial files were imported
 ``trial_count_mismatch``        (job) trials found differ from what lock.json/result.json/
                                 config.json expected
+``launcher_failed``             (job) ``casstore run``'s launcher says Harbor failed
+                                (``launcher_result.json``: outcome ``failed``)
+``job_result_missing``          (job) a job ``casstore run`` launched has no job result.json
+                                and no trial evidence to import
+``cancelled``                   (job) ``casstore run`` cancelled the job (``cancelled.json``):
+                                its trials are aborted evidence
 ==============================  =========================================================
 """
 
@@ -47,6 +53,9 @@ class FailureCode(NamedCode):
     RESULT_UNREADABLE = "result_unreadable"
     JOB_RESULT_MISSING_PARTIAL = "job_result_missing_partial"
     TRIAL_COUNT_MISMATCH = "trial_count_mismatch"
+    LAUNCHER_FAILED = "launcher_failed"
+    JOB_RESULT_MISSING = "job_result_missing"
+    CANCELLED = "cancelled"
 
 
 def ordered_counts(counts: Mapping[str, int]) -> dict[str, int]:

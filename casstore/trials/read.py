@@ -32,6 +32,7 @@ from casstore.trials.identity import job_identity
 from casstore.trials.imported import ImportedJob
 from casstore.trials.merge import Packed, merge
 from casstore.trials.records import Diagnostic, JobRecord, label_record
+from casstore.trials.rules import LAUNCH_MESSAGES, launch_codes
 from casstore.trials.sample import sample
 from casstore.trials.workers import default_workers, read_all
 
@@ -54,8 +55,9 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-_JOB_FILES = ("config.json", "lock.json", "result.json")
-"""The job-level files Harbor writes."""
+_JOB_FILES = ("config.json", "lock.json", "result.json", "launcher_result.json", "cancelled.json")
+"""The job-level files Harbor writes, then those ``casstore run``'s launcher writes
+(:mod:`casstore.run.launcher`)."""
 
 
 @dataclass
@@ -72,6 +74,8 @@ class _JobDir:
     result_bytes: bytes | None
     result: Any
     lock: Any
+    launcher: Any
+    cancelled: bool
     unread: dict[str, str]
     job_id: str
     all_names: list[str]
@@ -107,6 +111,8 @@ class _JobDir:
             result_bytes=result_bytes,
             result=result,
             lock=decode_json(files["lock.json"][0]),
+            launcher=decode_json(files["launcher_result.json"][0]),
+            cancelled=files["cancelled.json"][0] is not None,
             unread={name: reason for name, (_, reason) in files.items() if reason},
             job_id=job_id,
             all_names=all_names,
@@ -264,6 +270,12 @@ def _diagnostics(
         state = "unreadable" if unread else "missing"
         message = f"job result.json {state}; trial files imported"
         diagnostics.append({"code": FailureCode.JOB_RESULT_MISSING_PARTIAL, "message": message})
+    imported = bool(packed.names or job.skipped or trials.unreadable)
+    for launch_code in launch_codes(
+        job.launcher, job.cancelled, isinstance(job.result, dict), imported
+    ):
+        codes[launch_code] = 1
+        diagnostics.append({"code": launch_code, "message": LAUNCH_MESSAGES[launch_code]})
     for name, reason in job.unread.items():  # there, but not read: said as a trial's are
         code = Diagnostic.JOB_FILE_UNREADABLE
         diagnostics.append({"code": code, "file": name, "message": f"{name}: {reason}"})

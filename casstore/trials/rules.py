@@ -16,7 +16,15 @@ import numpy as np
 from casstore.table.codes import FailureCode
 from casstore.table.columns import Flag
 
-__all__ = ["agent_label", "attempt_order", "counts", "failure_code", "flags"]
+__all__ = [
+    "LAUNCH_MESSAGES",
+    "agent_label",
+    "attempt_order",
+    "counts",
+    "failure_code",
+    "flags",
+    "launch_codes",
+]
 
 _EXCEPTION, _NO_VERIFIER, _INVALID = int(Flag.EXCEPTION), int(Flag.NO_VERIFIER), int(Flag.INVALID)
 _INVALID_MAPPING = FailureCode.REWARD_MAPPING_INVALID
@@ -45,6 +53,31 @@ def failure_code(valid: bool, has_verifier: bool, exception_type: str | None) ->
     if exception_type is not None:
         return _TRIAL_EXCEPTION
     return None
+
+
+LAUNCH_MESSAGES = {
+    FailureCode.LAUNCHER_FAILED: "the launcher says Harbor failed (launcher_result.json)",
+    FailureCode.JOB_RESULT_MISSING: "no job result.json and no trial evidence to import",
+    FailureCode.CANCELLED: "the job was cancelled (cancelled.json): its trials are aborted",
+}
+"""The diagnostic message of each job code :func:`launch_codes` gives."""
+
+
+def launch_codes(
+    launcher: Any, cancelled: bool, job_result: bool, imported: bool
+) -> list[FailureCode]:
+    """The job codes of a job ``casstore run`` launched (``launcher``: its
+    launcher_result.json, decoded; None when there is none: no code but ``cancelled``):
+    ``cancelled`` when cancelled.json is there, ``launcher_failed`` when the launcher's
+    outcome is ``failed``, ``job_result_missing`` when the job has no ``job_result`` and
+    nothing was ``imported`` of its trials."""
+    found = [FailureCode.CANCELLED] if cancelled else []
+    if isinstance(launcher, dict):
+        if launcher.get("outcome") == "failed":
+            found.append(FailureCode.LAUNCHER_FAILED)
+        if not job_result and not imported:
+            found.append(FailureCode.JOB_RESULT_MISSING)
+    return found
 
 
 def attempt_order[T: Hashable](

@@ -213,6 +213,9 @@ _JOB_COUNTED = (
     FailureCode.RESULT_UNREADABLE,
     FailureCode.JOB_RESULT_MISSING_PARTIAL,
     FailureCode.TRIAL_COUNT_MISMATCH,
+    FailureCode.LAUNCHER_FAILED,
+    FailureCode.JOB_RESULT_MISSING,
+    FailureCode.CANCELLED,
 )
 """The failure codes no trial record carries (a trial file not read; the job's own): the
 parse counts them."""

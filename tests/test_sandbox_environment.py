@@ -1,0 +1,261 @@
+"""casstore.sandbox:HostEnvironment driven directly (start, exec, files, stop), as a Trial does.
+
+Every test starts a real bubblewrap sandbox; none mocks Harbor or the kernel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from casstore.errors import SandboxError
+from casstore.examples.harbor_tasks import write_harbor_task
+from tests.sandbox_helpers import host_environment, require_sandbox_tools, sandbox_processes
+
+_TOML = """\
+[agent]
+timeout_sec = 60.0
+[verifier]
+timeout_sec = 60.0
+[environment]
+network_mode = "{net}"
+"""
+_DOCKERFILE = """\
+FROM debian:bookworm
+ARG BASE=/srv
+ENV APP_HOME=${BASE}/app LEVEL=3
+ENV LEGACY old style value
+WORKDIR $APP_HOME
+COPY --chown=worker --chmod=0750 data/ ./data/
+COPY note.txt /srv/note.txt
+RUN echo "built $LEVEL in $(pwd) as $(id -un)" > /srv/built.txt
+USER worker
+RUN id -un > /tmp/run-user.txt
+EXPOSE 80
+CMD ["sleep", "1"]
+"""
+
+
+def _task(tmp_path: Path, dockerfile: str = _DOCKERFILE, net: str = "public") -> Path:
+    return write_harbor_task(
+        tmp_path / "tasks",
+        "direct",
+        {
+            "task.toml": (_TOML.format(net=net), 0o644),
+            "instruction.md": ("Nothing.\n", 0o644),
+            "environment/Dockerfile": (dockerfile, 0o644),
+            "environment/data/a.txt": ("alpha\n", 0o644),
+            "environment/data/sub/b.txt": ("beta\n", 0o600),
+            "environment/note.txt": ("note\n", 0o644),
+            "tests/test.sh": ("#!/bin/bash\n", 0o755),
+        },
+    )
+
+
+def _run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A started sandbox of the Dockerfile above, driven on one event loop."""
+    require_sandbox_tools()
+    loop = asyncio.new_event_loop()
+    env = host_environment(_task(tmp_path), tmp_path / "trial", tmp_path / "sandboxes")
+    loop.run_until_complete(env.start(force_build=False))
+    try:
+        yield {"env": env, "loop": loop, "tmp": tmp_path}
+    finally:
+        loop.run_until_complete(env.stop(delete=True))
+        loop.close()
+
+
+def _exec(box: dict[str, Any], command: str, **kwargs: Any) -> Any:
+    return box["loop"].run_until_complete(box["env"].exec(command, **kwargs))
+
+
+def test_dockerfile_env_workdir_copy_and_run_are_honoured(sandbox: dict[str, Any]) -> None:
+    result = _exec(sandbox, 'echo "$APP_HOME|$LEVEL|$LEGACY|$(pwd)"; cat /srv/built.txt')
+    assert result.stdout == "/srv/app|3|old style value|/srv/app\nbuilt 3 in /srv/app as root\n"
+    assert result.return_code == 0
+    listing = _exec(sandbox, "stat -c '%U %a %n' data data/a.txt data/sub/b.txt /srv/note.txt")
+    assert listing.stdout.splitlines() == [
+        "worker 750 data",
+        "worker 750 data/a.txt",
+        "worker 750 data/sub/b.txt",
+        "root 644 /srv/note.txt",
+    ]
+    assert _exec(sandbox, "cat /tmp/run-user.txt").stdout == "worker\n"
+
+
+def test_default_user_is_the_dockerfile_user_and_exec_takes_user_cwd_env(
+    sandbox: dict[str, Any],
+) -> None:
+    assert _exec(sandbox, "id -un").stdout == "worker\n"
+    uid = int(_exec(sandbox, "id -u").stdout)
+    assert uid >= 1000
+    assert _exec(sandbox, "id -u", user="root").stdout == "0\n"
+    assert _exec(sandbox, "id -u; id -un 2>&1", user=4321).stdout.startswith("4321\n")
+    result = _exec(sandbox, 'pwd; echo "$X $HOME"', cwd="/tmp", env={"X": "y"}, user="nobody")
+    assert result.stdout == "/tmp\ny /nonexistent\n"
+    assert _exec(sandbox, "exit 3").return_code == 3
+
+
+def test_host_environment_is_not_leaked(sandbox: dict[str, Any], monkeypatch: Any) -> None:
+    monkeypatch.setenv("CASSTORE_SECRET_PROBE", "leak")
+    keys = set(_exec(sandbox, "env -0 | tr '\\0' '\\n' | cut -d= -f1").stdout.split())
+    assert "CASSTORE_SECRET_PROBE" not in keys
+    assert {"PATH", "HOME", "APP_HOME", "LEVEL", "CASSTORE_SANDBOX"} <= keys
+
+
+def test_outside_the_binds_nothing_is_writable(sandbox: dict[str, Any]) -> None:
+    """As root: the host trees are read-only and cannot be remounted (no CAP_SYS_ADMIN);
+    what the sandbox writes in its private root never reaches the host's paths."""
+    probe = "for d in /usr /etc /opt /bin; do touch $d/casstore-probe 2>/dev/null && echo $d; done"
+    assert _exec(sandbox, probe, user="root").stdout is None
+    remount = _exec(sandbox, "mount -o remount,rw /usr 2>&1", user="root")
+    assert remount.return_code != 0
+    assert _exec(sandbox, "echo x > /tmp/mine && echo y > /root/mine", user="root").return_code == 0
+    assert not Path("/root/mine").exists()
+    assert not any(Path(d, "casstore-probe").exists() for d in ("/usr", "/etc", "/opt"))
+    mknod = _exec(sandbox, "mknod /tmp/disk b 8 0 2>&1", user="root")
+    assert mknod.return_code != 0
+
+
+def test_log_binds_are_the_trial_directories(sandbox: dict[str, Any]) -> None:
+    _exec(sandbox, "echo a > /logs/agent/a.txt; echo v > /logs/verifier/v.txt", user="nobody")
+    trial = sandbox["tmp"] / "trial"
+    assert (trial / "agent" / "a.txt").read_text() == "a\n"
+    assert (trial / "verifier" / "v.txt").read_text() == "v\n"
+
+
+def test_uploads_and_downloads_round_trip(sandbox: dict[str, Any], tmp_path: Path) -> None:
+    env, loop = sandbox["env"], sandbox["loop"]
+    source = tmp_path / "up"
+    (source / "deep").mkdir(parents=True)
+    (source / "deep" / "f.sh").write_text("#!/bin/sh\necho hi\n")
+    os.chmod(source / "deep" / "f.sh", 0o755)
+    (source / "g.txt").write_bytes(b"\x00\xffbytes")
+    loop.run_until_complete(env.upload_dir(source, "/opt2/x"))
+    loop.run_until_complete(env.upload_file(source / "g.txt", "/new/dir/g.bin"))
+    assert _exec(sandbox, "/opt2/x/deep/f.sh; stat -c %a /opt2/x/deep/f.sh").stdout == "hi\n755\n"
+    back = tmp_path / "down"
+    loop.run_until_complete(env.download_dir("/opt2/x", back))
+    loop.run_until_complete(env.download_file("/new/dir/g.bin", back / "g.copy"))
+    assert (back / "deep" / "f.sh").read_text() == "#!/bin/sh\necho hi\n"
+    assert (back / "g.txt").read_bytes() == (back / "g.copy").read_bytes() == b"\x00\xffbytes"
+    with pytest.raises(SandboxError, match="/no/such/file"):
+        loop.run_until_complete(env.download_file("/no/such/file", back / "missing"))
+    with pytest.raises(SandboxError, match="/usr/x"):
+        loop.run_until_complete(env.upload_file(source / "g.txt", "/usr/x/g.txt"))
+
+
+def test_upload_does_not_follow_a_link_the_sandbox_planted(
+    sandbox: dict[str, Any], tmp_path: Path
+) -> None:
+    """A link to a host path inside the private root resolves inside the sandbox."""
+    outside = tmp_path / "host-target"
+    outside.mkdir()
+    _exec(sandbox, f"ln -s {outside} /tmp/escape", user="root")
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(SandboxError):
+        sandbox["loop"].run_until_complete(
+            sandbox["env"].upload_file(tmp_path / "f", "/tmp/escape/f")
+        )
+    assert list(outside.iterdir()) == []
+
+
+def test_timeout_kills_the_command_and_raises(sandbox: dict[str, Any]) -> None:
+    with pytest.raises(TimeoutError, match="timed out after 1 seconds"):
+        _exec(sandbox, "sleep 60; echo late > /tmp/late", timeout_sec=1)
+    assert _exec(sandbox, "ps -eo args | grep -c '^sleep 60' || true").stdout == "0\n"
+    assert _exec(sandbox, "test -e /tmp/late").return_code == 1
+
+
+def test_stop_kills_every_process_even_detached_ones(tmp_path: Path) -> None:
+    require_sandbox_tools()
+    env = host_environment(_task(tmp_path), tmp_path / "trial", tmp_path / "sandboxes")
+
+    async def scenario() -> tuple[str, list[int]]:
+        await env.start(force_build=False)
+        await env.exec("setsid nohup sleep 1000 >/dev/null 2>&1 < /dev/null &", user="root")
+        await env.exec("(sleep 1000 &) ; disown -a", user="worker")
+        running = await env.exec("pgrep -c -x sleep")
+        alive = sandbox_processes(tmp_path / "sandboxes")
+        await env.stop(delete=True)
+        assert alive
+        return running.stdout, sandbox_processes(tmp_path / "sandboxes")
+
+    count, left = _run(scenario())
+    assert count == "3\n"  # the two left behind and bwrap's own sleeper
+    assert left == []
+    assert list((tmp_path / "sandboxes").iterdir()) == []
+
+
+def test_no_network_sandbox_has_only_loopback(tmp_path: Path) -> None:
+    require_sandbox_tools()
+    from harbor.models.task.config import NetworkMode, NetworkPolicy
+
+    env = host_environment(
+        _task(tmp_path, net="no-network"),
+        tmp_path / "trial",
+        tmp_path / "sandboxes",
+        network_policy=NetworkPolicy(network_mode=NetworkMode.NO_NETWORK),
+    )
+
+    async def scenario() -> str:
+        await env.start(force_build=False)
+        try:
+            result = await env.exec("ls /sys/class/net 2>/dev/null || cat /proc/net/dev")
+            return result.stdout or ""
+        finally:
+            await env.stop(delete=True)
+
+    names = {line.split(":")[0].strip() for line in _run(scenario()).splitlines() if ":" in line}
+    assert names == {"lo"}
+
+
+@pytest.mark.parametrize(
+    ("dockerfile", "line", "rule"),
+    [
+        ("FROM a\nRUN exit 7\n", 2, "RUN exited with 7"),
+        ("FROM a\nCOPY missing.txt /x\n", 2, "not found in the build context"),
+        ("FROM a\nCOPY note.txt /etc/note.txt\n", 2, "inside a read-only host tree"),
+    ],
+)
+def test_a_dockerfile_step_that_fails_fails_start(
+    tmp_path: Path, dockerfile: str, line: int, rule: str
+) -> None:
+    require_sandbox_tools()
+    env = host_environment(_task(tmp_path, dockerfile), tmp_path / "trial", tmp_path / "sb")
+
+    async def scenario() -> None:
+        try:
+            await env.start(force_build=False)
+        finally:
+            await env.stop(delete=True)
+
+    with pytest.raises(SandboxError, match=rule) as caught:
+        _run(scenario())
+    assert f"Dockerfile:{line}" in str(caught.value)
+    assert sandbox_processes(tmp_path / "sb") == []
+
+
+def test_skipping_run_lines(tmp_path: Path) -> None:
+    require_sandbox_tools()
+    task = _task(tmp_path, "FROM a\nRUN exit 7\nWORKDIR /w\n")
+    env = host_environment(task, tmp_path / "trial", tmp_path / "sb", dockerfile_run="skip")
+
+    async def scenario() -> str | None:
+        await env.start(force_build=False)
+        try:
+            return (await env.exec("pwd")).stdout
+        finally:
+            await env.stop(delete=True)
+
+    assert _run(scenario()) == "/w\n"
