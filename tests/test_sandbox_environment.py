@@ -259,3 +259,93 @@ def test_skipping_run_lines(tmp_path: Path) -> None:
             await env.stop(delete=True)
 
     assert _run(scenario()) == "/w\n"
+
+
+_ROOT_ONLY = "FROM a\nENV LEVEL=1\nWORKDIR /w\nCOPY note.txt ./\n"
+
+
+async def _root_only_scenario(env: Any, outside: Path) -> dict[str, Any]:
+    """Start, look around as root, try another user, move a file both ways, stop."""
+    await env.start(force_build=False)
+    try:
+        seen = await env.exec("id -u; cat /w/note.txt; cat /proc/self/uid_map | wc -l")
+        try:
+            await env.exec("id -u", user=1000)
+            other = "ran"
+        except SandboxError as error:
+            other = str(error)
+        await env.upload_file(outside / "up.txt", "/w/up.txt")
+        await env.download_file("/w/up.txt", outside / "down.txt")
+        await env.exec("setsid sleep 1000 > /dev/null 2>&1 < /dev/null &")
+    finally:
+        await env.stop(delete=True)
+    return {"seen": seen.stdout, "other": other, "down": (outside / "down.txt").read_text()}
+
+
+def test_own_user_namespace_has_only_root(tmp_path: Path) -> None:
+    """``user_namespace=True`` (what a caller without root gets): root inside, mapped; any
+    other user refused by name; files and stop work as without it."""
+    require_sandbox_tools()
+    task = _task(tmp_path, _ROOT_ONLY)
+    env = host_environment(task, tmp_path / "trial", tmp_path / "sb", user_namespace=True)
+    (tmp_path / "up.txt").write_text("up\n")
+    seen = _run(_root_only_scenario(env, tmp_path))
+    assert seen["seen"] == "0\nnote\n1\n"
+    assert seen["other"] == (
+        "user 1000: only root exists in a sandbox with its own user namespace (no host root)"
+    )
+    assert seen["down"] == "up\n"
+    assert sandbox_processes(tmp_path / "sb") == []
+
+
+def _unprivileged(base: str, queue: Any) -> None:
+    """In a child process: run the scenario once as root (every module it uses loaded: the
+    interpreter's own files may be unreadable to uid 65534), then become uid/gid 65534 and
+    run it as that caller."""
+    import json
+
+    root = Path(base)
+    try:
+        warm = host_environment(root / "tasks" / "direct", root / "warm", root / "sb-warm")
+        asyncio.run(_root_only_scenario(warm, root))
+        for path in [root, *root.rglob("*")]:
+            os.chown(path, 65534, 65534, follow_symlinks=False)
+        os.setgroups([])
+        os.setresgid(65534, 65534, 65534)
+        os.setresuid(65534, 65534, 65534)
+        os.environ["HOME"] = base
+        env = host_environment(root / "tasks" / "direct", root / "trial", root / "sb")
+        result = asyncio.run(_root_only_scenario(env, root))
+        result["left"] = sandbox_processes(root / "sb")
+        queue.put(json.dumps(result))
+    except BaseException as error:  # the parent reports it
+        queue.put(json.dumps({"error": repr(error)}))
+
+
+def test_a_caller_without_root_gets_a_root_only_sandbox(tmp_path: Path) -> None:
+    """A real unprivileged caller (uid 65534, no capability): bwrap makes the user namespace
+    itself, and the same scenario gives the same answers."""
+    import json
+    import multiprocessing
+    import shutil
+    import tempfile
+
+    require_sandbox_tools()
+    base = Path(tempfile.mkdtemp(prefix="casstore-unprivileged-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o777)
+        _task(base, _ROOT_ONLY)
+        (base / "up.txt").write_text("up\n")
+        context = multiprocessing.get_context("spawn")
+        queue = context.Queue()
+        child = context.Process(target=_unprivileged, args=(str(base), queue))
+        child.start()
+        answer = json.loads(queue.get(timeout=120))
+        child.join(timeout=30)
+        assert "error" not in answer, answer
+        assert answer["seen"] == "0\nnote\n1\n"
+        assert answer["other"].startswith("user 1000: only root exists")
+        assert (answer["down"], answer["left"]) == ("up\n", [])
+        assert list((base / "sb").iterdir()) == []
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -50,18 +50,22 @@ class HostEnvironment(BaseEnvironment):
     """A Harbor environment running each trial in a bubblewrap sandbox on this host.
 
     Keyword arguments (Harbor's ``--ek``): ``sandbox_dir`` (where the private roots go),
-    ``dockerfile_run`` (``"run"``, the default, or ``"skip"``)."""
+    ``dockerfile_run`` (``"run"``, the default, or ``"skip"``), ``user_namespace`` (a user
+    namespace of the sandbox's own, only root inside: the default without root on the
+    host)."""
 
     def __init__(
         self,
         *args: Any,
         sandbox_dir: str | None = None,
         dockerfile_run: str = "run",
+        user_namespace: bool | None = None,
         **kwargs: Any,
     ) -> None:
         if dockerfile_run not in ("run", "skip"):
             raise SandboxError("dockerfile_run", f"{dockerfile_run!r}: use 'run' or 'skip'")
         self._dockerfile_run = dockerfile_run
+        self._own_users = os.geteuid() != 0 if user_namespace is None else bool(user_namespace)
         self._sandbox_dir = sandbox_dir
         self._recipe = Recipe()
         self._sandbox: Sandbox | None = None
@@ -84,8 +88,6 @@ class HostEnvironment(BaseEnvironment):
         missing = [tool for tool in ("bwrap", "nsenter", "setpriv") if not shutil.which(tool)]
         if missing:
             raise SystemExit(f"casstore.sandbox needs {', '.join(missing)} on PATH")
-        if os.geteuid() != 0:
-            raise SystemExit("casstore.sandbox:HostEnvironment runs as root only")
 
     @override
     def _validate_definition(self) -> None:
@@ -128,6 +130,7 @@ class HostEnvironment(BaseEnvironment):
             work.root,
             list(work.bindings),
             shared_net=not self._network_disabled,
+            own_users=self._own_users,
             hostname=hostname[:63].strip("-") or "sandbox",
             log=work.path / "bwrap.log",
         )
@@ -157,6 +160,9 @@ class HostEnvironment(BaseEnvironment):
     async def account(self, user: str | int | None) -> Account:
         """The sandbox account of ``user`` (an unknown name gets one, and its home)."""
         account = self._work_dir().accounts.resolve(user)
+        if self._own_users and account.uid != 0:
+            rule = "only root exists in a sandbox with its own user namespace (no host root)"
+            raise SandboxError(f"user {user}", rule)
         if account.created:
             home = shlex.quote(account.home)
             command = f"mkdir -p -- {home} && chown {account.uid}:{account.gid} -- {home}"

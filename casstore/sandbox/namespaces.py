@@ -4,10 +4,15 @@
 when the task has no internet) around a process that only sleeps. Its PID-1 process (bwrap's
 own init, reaping orphans) holds the namespaces for the trial: a daemon a command leaves
 behind lives on there, so the verifier still reaches it. Commands enter with ``nsenter``
-(mount, PID, IPC, UTS, network and root), then ``setpriv`` sets the user and narrows the
-capabilities (root keeps Docker's default set less ``CAP_MKNOD``, and less ``CAP_NET_RAW``
+(mount, PID, IPC, UTS and root, and the network when the sandbox has its own), then
+``setpriv`` sets the user and narrows the capabilities (root keeps Docker's default set less ``CAP_MKNOD``, and less ``CAP_NET_RAW``
 when the network is the host's: no mount, module, ptrace, raw-I/O or admin rights).
 Killing PID 1 makes the kernel kill every process of the namespace: ``close`` does that.
+
+Without root on the host (or when asked), the sandbox also gets its own user namespace
+mapping the caller to root inside (``--unshare-user --uid 0 --gid 0``); commands enter it
+keeping their credentials (the caller is root there) and their groups (``setgroups`` is
+denied in such a namespace). Only root exists inside: no other uid is mapped.
 """
 
 from __future__ import annotations
@@ -68,11 +73,14 @@ class Sandbox:
     """A running sandbox: ``pid`` is its PID 1 seen from the host, ``namespace`` its PID
     namespace (``pid:[inode]``)."""
 
-    def __init__(self, process: asyncio.subprocess.Process, info: dict, shared_net: bool) -> None:
+    def __init__(
+        self, process: asyncio.subprocess.Process, info: dict, shared_net: bool, own_users: bool
+    ) -> None:
         self.process = process
         self.pid = int(info["child-pid"])
         self.namespace = f"pid:[{info['pid-namespace']}]"
         self.shared_net = shared_net
+        self.own_users = own_users
 
     @classmethod
     async def launch(
@@ -81,12 +89,14 @@ class Sandbox:
         bindings: list[Binding],
         *,
         shared_net: bool,
+        own_users: bool,
         hostname: str,
         log: Path,
     ) -> Sandbox:
         """Start bwrap on the private ``root`` with host ``/usr``, ``/etc``, ``/opt`` (and the
-        shell's ``/bin``, ``/lib*``, ``/sbin``) read-only and ``bindings`` on top;
-        SandboxError (with bwrap's message) if it does not come up."""
+        shell's ``/bin``, ``/lib*``, ``/sbin``) read-only and ``bindings`` on top, in a user
+        namespace of its own when ``own_users``; SandboxError (with bwrap's message) if it
+        does not come up."""
         argv = ["bwrap", "--bind", str(root), "/"]
         for name in ("usr", "etc", "opt", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
             argv += _host_tree(name)
@@ -97,6 +107,8 @@ class Sandbox:
         argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", hostname]
         if not shared_net:
             argv.append("--unshare-net")
+        if own_users:
+            argv += ["--unshare-user", "--uid", "0", "--gid", "0"]
         read, write = os.pipe()
         argv += ["--die-with-parent", "--new-session", "--info-fd", str(write)]
         argv += ["--", "/bin/sleep", "infinity"]
@@ -121,7 +133,7 @@ class Sandbox:
             await process.wait()
             message = log.read_text(errors="replace").strip() or f"exit {process.returncode}"
             raise SandboxError(str(root), f"bubblewrap did not start: {message}") from None
-        sandbox = cls(process, info, shared_net)
+        sandbox = cls(process, info, shared_net, own_users)
         await sandbox._ready(root)
         return sandbox
 
@@ -145,8 +157,14 @@ class Sandbox:
         """The argv prefix that runs a program inside as ``uid``/``gid`` (with the user's
         groups when ``named``, none otherwise)."""
         argv = ["nsenter", "--target", str(self.pid), "--mount", "--uts", "--ipc", "--pid"]
-        argv += ["--net", "--root", "--", "setpriv", "--reuid", str(uid), "--regid", str(gid)]
-        argv.append("--init-groups" if named else "--clear-groups")
+        argv += ["--root"] if self.shared_net else ["--net", "--root"]
+        if self.own_users:
+            argv += ["--user", "--preserve-credentials"]
+        argv += ["--", "setpriv", "--reuid", str(uid), "--regid", str(gid)]
+        if self.own_users:
+            argv.append("--keep-groups")
+        else:
+            argv.append("--init-groups" if named else "--clear-groups")
         caps = _ROOT_CAPS if self.shared_net else _ROOT_CAPS + ",net_raw"
         bounding = "-all," + ",".join(f"+{cap}" for cap in caps.split(","))
         argv += ["--bounding-set", bounding, "--inh-caps", "-all", "--"]
