@@ -5,8 +5,9 @@ when the task has no internet) around a process that only sleeps. Its PID-1 proc
 own init, reaping orphans) holds the namespaces for the trial: a daemon a command leaves
 behind lives on there, so the verifier still reaches it. Commands enter with ``nsenter``
 (mount, PID, IPC, UTS and root, and the network when the sandbox has its own), then
-``setpriv`` sets the user and narrows the capabilities (root keeps Docker's default set less ``CAP_MKNOD``, and less ``CAP_NET_RAW``
-when the network is the host's: no mount, module, ptrace, raw-I/O or admin rights).
+``setpriv`` sets the user and narrows the capabilities (root keeps Docker's default set less
+``CAP_MKNOD``, and less ``CAP_NET_RAW`` when the network is the host's: no mount, module,
+ptrace, raw-I/O or admin rights).
 Killing PID 1 makes the kernel kill every process of the namespace: ``close`` does that.
 
 Without root on the host (or when asked), the sandbox also gets its own user namespace
