@@ -349,3 +349,82 @@ def test_a_caller_without_root_gets_a_root_only_sandbox(tmp_path: Path) -> None:
         assert list((base / "sb").iterdir()) == []
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_start_that_fails_leaves_nothing(tmp_path: Path) -> None:
+    """A bind whose source is missing: bwrap's own message in the SandboxError, no process
+    and no work directory left."""
+    require_sandbox_tools()
+    env = host_environment(_task(tmp_path, _ROOT_ONLY), tmp_path / "trial", tmp_path / "sb")
+    env._mounts.append({"type": "bind", "source": str(tmp_path / "gone"), "target": "/data"})
+    with pytest.raises(SandboxError, match=r"bubblewrap did not start: .*gone"):
+        _run(env.start(force_build=False))
+    assert list((tmp_path / "sb").iterdir()) == []
+    assert sandbox_processes(tmp_path / "sb") == []
+
+
+@pytest.mark.parametrize(
+    ("mount", "rule"),
+    [
+        ({"type": "volume", "source": "v", "target": "/v"}, "only bind mounts"),
+        ({"type": "bind", "source": "/tmp", "target": "/usr/share/x"}, "outside the host trees"),
+        ({"type": "bind", "source": "/tmp", "target": "rel"}, "must be absolute"),
+    ],
+)
+def test_mounts_it_cannot_make_are_refused(tmp_path: Path, mount: dict, rule: str) -> None:
+    require_sandbox_tools()
+    env = host_environment(_task(tmp_path, _ROOT_ONLY), tmp_path / "trial", tmp_path / "sb")
+    env._mounts.append(mount)
+    with pytest.raises(SandboxError, match=rule):
+        _run(env.start(force_build=False))
+    assert list((tmp_path / "sb").iterdir()) == []
+
+
+def test_a_bad_environment_option_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SandboxError, match="dockerfile_run: 'maybe': use 'run' or 'skip'"):
+        host_environment(
+            _task(tmp_path), tmp_path / "trial", tmp_path / "sb", dockerfile_run="maybe"
+        )
+
+
+def test_output_streams_to_harbor_callbacks(sandbox: dict[str, Any]) -> None:
+    """Harbor's ``scoped_output_callback`` sees the output while the command runs."""
+    chunks: list[tuple[str, str]] = []
+
+    async def collect(text: str, stream: str) -> None:
+        chunks.append((text, stream))
+
+    with sandbox["env"].scoped_output_callback(collect):
+        result = _exec(sandbox, "echo first; sleep 0.3; echo second >&2")
+    assert result.stdout == "first\nsecond\n"
+    assert "".join(text for text, _ in chunks) == "first\nsecond\n"
+    assert len(chunks) >= 2 and {stream for _, stream in chunks} == {"stdout"}
+
+
+def test_a_prebuilt_image_task_gets_its_environment_files_in_the_workdir(tmp_path: Path) -> None:
+    """No Dockerfile, ``docker_image`` set: the image is the host; Harbor's rule uploads the
+    environment directory into the workdir."""
+    require_sandbox_tools()
+    task = write_harbor_task(
+        tmp_path / "tasks",
+        "prebuilt",
+        {
+            "task.toml": (
+                '[environment]\ndocker_image = "ubuntu:24.04"\nworkdir = "/work"\n',
+                0o644,
+            ),
+            "instruction.md": ("Nothing.\n", 0o644),
+            "environment/data.txt": ("data\n", 0o644),
+            "tests/test.sh": ("#!/bin/bash\n", 0o755),
+        },
+    )
+    env = host_environment(task, tmp_path / "trial", tmp_path / "sb")
+
+    async def scenario() -> str | None:
+        await env.start(force_build=False)
+        try:
+            return (await env.exec("pwd; cat data.txt")).stdout
+        finally:
+            await env.stop(delete=True)
+
+    assert _run(scenario()) == "/work\ndata\n"

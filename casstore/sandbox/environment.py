@@ -120,6 +120,13 @@ class HostEnvironment(BaseEnvironment):
         """Make the private root, start bwrap, follow the Dockerfile; SandboxError for what
         the sandbox cannot honour (a compose file, a Dockerfile line)."""
         self._read_definition()
+        try:
+            await self._start()
+        except BaseException:
+            await asyncio.shield(self.stop(delete=True))
+            raise
+
+    async def _start(self) -> None:
         base = Path(self._sandbox_dir) if self._sandbox_dir else None
         workdirs = [step.args[0] for step in self._recipe.steps if step.kind == "workdir"]
         workdirs += [self.task_env_config.workdir] if self.task_env_config.workdir else []

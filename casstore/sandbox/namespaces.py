@@ -125,17 +125,25 @@ class Sandbox:
             finally:
                 os.close(write)
         try:
-            data = await asyncio.wait_for(asyncio.to_thread(_read_all, read), timeout=START_TIMEOUT)
+            data = await asyncio.wait_for(asyncio.to_thread(_read_all, read), START_TIMEOUT)
+        except BaseException:
+            process.kill()  # its end of the pipe closes: the reading thread ends
+            await asyncio.shield(process.wait())
+            raise
         finally:
             os.close(read)
         try:
             info = json.loads(data)
         except ValueError:
-            await process.wait()
-            message = log.read_text(errors="replace").strip() or f"exit {process.returncode}"
-            raise SandboxError(str(root), f"bubblewrap did not start: {message}") from None
+            raise await _failed(process, root, log) from None
         sandbox = cls(process, info, shared_net, own_users)
-        await sandbox._ready(root)
+        try:
+            await sandbox._ready(root)
+        except BaseException:
+            await asyncio.shield(sandbox.close())
+            raise
+        if not sandbox.alive():
+            raise await _failed(process, root, log)
         return sandbox
 
     async def _ready(self, root: Path) -> None:
@@ -152,7 +160,8 @@ class Sandbox:
                 except OSError:
                     continue
             await asyncio.sleep(0.002)
-        raise SandboxError(str(root), "bubblewrap started but its sandbox never became ready")
+        if self.alive():
+            raise SandboxError(str(root), "bubblewrap started but its sandbox never became ready")
 
     def enter_argv(self, uid: int, gid: int, named: bool) -> list[str]:
         """The argv prefix that runs a program inside as ``uid``/``gid`` (with the user's
@@ -192,6 +201,13 @@ class Sandbox:
             await asyncio.sleep(0.02)
             left = namespace_members(self.namespace)
         return left
+
+
+async def _failed(process: asyncio.subprocess.Process, root: Path, log: Path) -> SandboxError:
+    """The error of a bwrap that exited at start: its own message (or its exit status)."""
+    await process.wait()
+    message = log.read_text(errors="replace").strip() or f"exit {process.returncode}"
+    return SandboxError(str(root), f"bubblewrap did not start: {message}")
 
 
 def _children(pid: int) -> list[int]:
