@@ -428,3 +428,25 @@ def test_a_prebuilt_image_task_gets_its_environment_files_in_the_workdir(tmp_pat
             await env.stop(delete=True)
 
     assert _run(scenario()) == "/work\ndata\n"
+
+
+def test_a_network_change_between_phases_is_refused_at_start(tmp_path: Path) -> None:
+    """A public agent phase with a no-network verifier phase needs a network switch the
+    sandbox cannot make: refused before anything runs (Harbor would fail at verification)."""
+    require_sandbox_tools()
+    from harbor.models.task.config import NetworkMode, NetworkPolicy
+
+    env = host_environment(
+        _task(tmp_path),
+        tmp_path / "trial",
+        tmp_path / "sb",
+        phase_network_policies=[NetworkPolicy(network_mode=NetworkMode.NO_NETWORK)],
+    )
+    with pytest.raises(SandboxError, match="cannot change its network between"):
+        _run(env.start(force_build=False))
+    assert not (tmp_path / "sb").exists() or list((tmp_path / "sb").iterdir()) == []
+
+
+def test_user_namespace_takes_a_boolean(tmp_path: Path) -> None:
+    with pytest.raises(SandboxError, match="user_namespace: 'no': use true or false"):
+        host_environment(_task(tmp_path), tmp_path / "trial", tmp_path / "sb", user_namespace="no")

@@ -64,8 +64,10 @@ class HostEnvironment(BaseEnvironment):
     ) -> None:
         if dockerfile_run not in ("run", "skip"):
             raise SandboxError("dockerfile_run", f"{dockerfile_run!r}: use 'run' or 'skip'")
+        if user_namespace is not None and not isinstance(user_namespace, bool):
+            raise SandboxError("user_namespace", f"{user_namespace!r}: use true or false")
         self._dockerfile_run = dockerfile_run
-        self._own_users = os.geteuid() != 0 if user_namespace is None else bool(user_namespace)
+        self._own_users = os.geteuid() != 0 if user_namespace is None else user_namespace
         self._sandbox_dir = sandbox_dir
         self._recipe = Recipe()
         self._sandbox: Sandbox | None = None
@@ -98,6 +100,10 @@ class HostEnvironment(BaseEnvironment):
         )
 
     def _read_definition(self) -> None:
+        modes = {policy.network_mode for policy in self._phase_network_policies}
+        if modes - {self.network_policy.network_mode}:
+            rule = "the sandbox cannot change its network between agent and verifier phases"
+            raise SandboxError(f"network_mode {self.network_policy.network_mode.value}", rule)
         compose = self.environment_dir / "docker-compose.yaml"
         if compose.exists():
             raise SandboxError(str(compose), "compose services are not supported")
