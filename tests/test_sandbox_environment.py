@@ -450,3 +450,37 @@ def test_a_network_change_between_phases_is_refused_at_start(tmp_path: Path) -> 
 def test_user_namespace_takes_a_boolean(tmp_path: Path) -> None:
     with pytest.raises(SandboxError, match="user_namespace: 'no': use true or false"):
         host_environment(_task(tmp_path), tmp_path / "trial", tmp_path / "sb", user_namespace="no")
+
+
+def test_the_entrypoint_starts_detached_with_sleep_infinity(tmp_path: Path) -> None:
+    """An entrypoint that starts a service then runs its arguments, as Docker runs it under
+    Harbor's compose command: the service answers, and stop ends both."""
+    require_sandbox_tools()
+    dockerfile = (
+        'FROM a\nWORKDIR /w\nCOPY note.txt /entry.sh\nENTRYPOINT ["/bin/bash", "/entry.sh"]\n'
+    )
+    task = _task(tmp_path, dockerfile)
+    (task / "environment" / "note.txt").write_text(
+        'echo "started in $(pwd) with $*" > /tmp/entry-ran\nexec "$@"\n'
+    )
+    env = host_environment(task, tmp_path / "trial", tmp_path / "sb")
+
+    async def scenario() -> tuple[str | None, list[int]]:
+        await env.start(force_build=False)
+        try:
+            for _ in range(100):
+                seen = await env.exec(
+                    "cat /tmp/entry-ran 2>/dev/null && pgrep -c -f '^sleep infinity'"
+                )
+                if seen.return_code == 0:
+                    break
+                await asyncio.sleep(0.05)
+            alive = sandbox_processes(tmp_path / "sb")
+        finally:
+            await env.stop(delete=True)
+        return seen.stdout, alive
+
+    seen, alive = _run(scenario())
+    assert seen == "started in /w with sleep infinity\n1\n"
+    assert alive
+    assert sandbox_processes(tmp_path / "sb") == []
