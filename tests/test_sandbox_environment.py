@@ -149,6 +149,10 @@ def test_uploads_and_downloads_round_trip(sandbox: dict[str, Any], tmp_path: Pat
     loop.run_until_complete(env.download_file("/new/dir/g.bin", back / "g.copy"))
     assert (back / "deep" / "f.sh").read_text() == "#!/bin/sh\necho hi\n"
     assert (back / "g.txt").read_bytes() == (back / "g.copy").read_bytes() == b"\x00\xffbytes"
+    _exec(sandbox, "ln -s /etc/passwd /opt2/x/abs", user="root")
+    with pytest.raises(SandboxError, match=r"/opt2/x: not copied out: .*abs"):
+        loop.run_until_complete(env.download_dir("/opt2/x", tmp_path / "refused"))
+    assert _exec(sandbox, 'echo "$HOSTNAME $(hostname)"').stdout == "direct direct\n"
     with pytest.raises(SandboxError, match="/no/such/file"):
         loop.run_until_complete(env.download_file("/no/such/file", back / "missing"))
     with pytest.raises(SandboxError, match="/usr/x"):

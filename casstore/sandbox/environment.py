@@ -72,6 +72,7 @@ class HostEnvironment(BaseEnvironment):
         self._recipe = Recipe()
         self._sandbox: Sandbox | None = None
         self._work: Work | None = None
+        self._hostname = "sandbox"
         super().__init__(*args, **kwargs)
 
     @staticmethod
@@ -139,12 +140,13 @@ class HostEnvironment(BaseEnvironment):
         work = await asyncio.to_thread(prepare_work, base, list(self._mounts), workdirs)
         self._work = work
         hostname = "".join(c if c.isalnum() or c == "-" else "-" for c in self.environment_name)
+        self._hostname = hostname[:63].strip("-") or "sandbox"
         self._sandbox = await Sandbox.launch(
             work.root,
             list(work.bindings),
             shared_net=not self._network_disabled,
             own_users=self._own_users,
-            hostname=hostname[:63].strip("-") or "sandbox",
+            hostname=self._hostname,
             log=work.path / "bwrap.log",
         )
         dockerfile = self.environment_dir / "Dockerfile"
@@ -183,7 +185,7 @@ class HostEnvironment(BaseEnvironment):
         return account
 
     def _environment(self, account: Account, image_env: dict[str, str]) -> dict[str, str]:
-        env = {"PATH": PATH, "HOME": account.home, "HOSTNAME": self.environment_name}
+        env = {"PATH": PATH, "HOME": account.home, "HOSTNAME": self._hostname}
         if account.name:
             env["USER"] = account.name
         env.update(image_env)
@@ -329,6 +331,9 @@ class HostEnvironment(BaseEnvironment):
             Path(target_dir).mkdir(parents=True, exist_ok=True)
             with tarfile.open(archive) as tar:
                 tar.extractall(path=target_dir, filter="data")
+        except tarfile.FilterError as error:
+            rule = f"not copied out: {error} (links must stay inside the directory)"
+            raise SandboxError(source_dir, rule) from None
         finally:
             archive.unlink(missing_ok=True)
 
