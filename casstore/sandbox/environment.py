@@ -8,12 +8,15 @@ Loaded by Harbor through ``EnvironmentConfig.import_path = "casstore.sandbox:Hos
 - Harbor's bind mounts (``/logs/agent``, ``/logs/verifier``, ``/logs/artifacts`` from the
   trial directory, and any ``mounts`` of the job) at their targets;
 - the network namespace unshared (loopback only) when the policy is ``no-network``;
-- the Dockerfile's ``ENV``, ``WORKDIR``, ``USER``, ``COPY`` honoured and ``RUN`` run inside
-  (``dockerfile_run="skip"`` skips them), as ``casstore.sandbox.dockerfile`` describes;
+- the Dockerfile's ``ENV``, ``WORKDIR``, ``USER``, ``COPY`` honoured, ``RUN`` run inside
+  (``dockerfile_run="skip"`` skips them) and ``ENTRYPOINT`` started detached, as
+  ``casstore.sandbox.dockerfile`` describes;
+- without root on the host, a user namespace of its own in which only root exists;
 - ``stop`` kills every process of the sandbox and deletes the root (``delete=False`` keeps it).
 
-Commands see only the environment they are given (``PATH``, ``HOME``, the Dockerfile's and
-Harbor's variables, ``CASSTORE_SANDBOX`` = the session id), never the host's. Not a security
+Commands see only the environment they are given (``PATH``, ``HOME``, ``USER``, ``HOSTNAME``,
+the Dockerfile's and Harbor's variables, ``CASSTORE_SANDBOX`` = the session id), never the
+host's. Not a security
 boundary equal to a container: README, "Sandbox environment".
 """
 
