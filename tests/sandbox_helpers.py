@@ -80,20 +80,37 @@ def trial_results(job_dir: Path) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
+def _host_forms(path: Path) -> set[str]:
+    """How ``path`` can appear as a mount's root in /proc/*/mountinfo (relative to the file
+    system holding it, for each mount of ours it lies under)."""
+    forms = {str(path)}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        root, point = fields[3], fields[4]
+        if path.is_relative_to(point):
+            forms.add(str(Path(root) / path.relative_to(point)))
+    return forms
+
+
 def sandbox_processes(sandbox_dir: Path) -> list[int]:
-    """Pids of live processes whose root is inside ``sandbox_dir`` or whose environment
-    names a sandbox (``CASSTORE_SANDBOX``)."""
+    """Pids of live processes whose root is a sandbox made in ``sandbox_dir`` (the source of
+    their ``/`` mount, in /proc/PID/mountinfo, lies there): bwrap's PID 1 and whatever
+    entered with ``nsenter --root``, and no other job's (other directories). A zombie holds
+    nothing and has no mounts to read."""
+    forms = tuple(f"{form.rstrip('/')}/" for form in _host_forms(sandbox_dir))
     found = []
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+        if not entry.name.isdigit():
             continue
         try:
-            root = os.readlink(f"/proc/{entry.name}/root")
-            environ = Path(f"/proc/{entry.name}/environ").read_bytes()
+            mounts = Path(f"/proc/{entry.name}/mountinfo").read_text()
         except OSError:
             continue
-        if root.startswith(str(sandbox_dir)) or b"CASSTORE_SANDBOX=" in environ:
-            found.append(int(entry.name))
+        for line in mounts.splitlines():
+            fields = line.split()
+            if fields[4] == "/" and fields[3].startswith(forms):
+                found.append(int(entry.name))
+                break
     return found
 
 

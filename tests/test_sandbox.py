@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -197,3 +198,50 @@ def test_a_real_multi_step_task_runs_whole(fixtures_dir: Path, tmp_path: Path) -
     assert not (artifacts / "scaffold/artifacts/app/README.md").exists()
     assert (artifacts / "document/artifacts/app/README.md").is_file()
     assert sandbox_processes(tmp_path / "sb") == []
+
+
+_KILLED_JOB = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from casstore.examples.harbor_tasks import write_harbor_task
+from tests.sandbox_helpers import run_job
+base = Path(sys.argv[1])
+solve = "#!/bin/bash\\nsetsid sleep 300 >/dev/null 2>&1 </dev/null &\\nsleep 300\\n"
+write_harbor_task(base / "tasks", "slow", {
+    "task.toml": ("[agent]\\ntimeout_sec = 600.0\\n", 0o644),
+    "instruction.md": ("Wait.\\n", 0o644),
+    "environment/Dockerfile": ("FROM a\\n", 0o644),
+    "solution/solve.sh": (solve, 0o755),
+    "tests/test.sh": ("#!/bin/bash\\n", 0o755),
+})
+run_job(base / "tasks", base / "jobs", base / "sb")
+"""
+
+
+def test_a_killed_harbor_takes_its_sandboxes_with_it(tmp_path: Path) -> None:
+    """SIGKILL to the process running Harbor (no stop called): bwrap's --die-with-parent
+    ends the sandbox, the solution's detached daemon included."""
+    require_sandbox_tools()
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    script = [sys.executable, "-c", _KILLED_JOB, str(tmp_path), str(root)]
+    process = subprocess.Popen(
+        script, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        for _ in range(1200):  # until the two sleeps run inside (at most 120 s)
+            inside = sandbox_processes(tmp_path / "sb")
+            if len(inside) >= 4:  # bwrap's sleeper, bash, the two sleeps
+                break
+            time.sleep(0.1)
+        assert len(inside) >= 4, inside
+    finally:
+        process.kill()
+        process.wait()
+    for _ in range(100):
+        left = sandbox_processes(tmp_path / "sb")
+        if not left:
+            break
+        time.sleep(0.05)
+    assert left == []

@@ -38,6 +38,13 @@ def test_state_and_steps_in_file_order(tmp_path: Path) -> None:
         ("run", ("/bin/echo", "exec form"), 15),
         ("run", ("/bin/bash", "-c", "echo bash"), 17),
     ]
+    entrypoint = recipe.entrypoint
+    assert entrypoint is not None
+    assert (entrypoint.args, entrypoint.line, entrypoint.user) == (
+        ("/bin/bash", "-c", "/x"),
+        20,
+        "agent",
+    )
     copy = recipe.steps[2]
     assert (copy.chown, copy.chmod, copy.user, copy.workdir) == (
         "agent:agent",

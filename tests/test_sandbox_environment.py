@@ -149,6 +149,10 @@ def test_uploads_and_downloads_round_trip(sandbox: dict[str, Any], tmp_path: Pat
     loop.run_until_complete(env.download_file("/new/dir/g.bin", back / "g.copy"))
     assert (back / "deep" / "f.sh").read_text() == "#!/bin/sh\necho hi\n"
     assert (back / "g.txt").read_bytes() == (back / "g.copy").read_bytes() == b"\x00\xffbytes"
+    _exec(sandbox, "ln -s /etc/passwd /opt2/x/abs", user="root")
+    with pytest.raises(SandboxError, match=r"/opt2/x: not copied out: .*abs"):
+        loop.run_until_complete(env.download_dir("/opt2/x", tmp_path / "refused"))
+    assert _exec(sandbox, 'echo "$HOSTNAME $(hostname)"').stdout == "direct direct\n"
     with pytest.raises(SandboxError, match="/no/such/file"):
         loop.run_until_complete(env.download_file("/no/such/file", back / "missing"))
     with pytest.raises(SandboxError, match="/usr/x"):
@@ -259,3 +263,228 @@ def test_skipping_run_lines(tmp_path: Path) -> None:
             await env.stop(delete=True)
 
     assert _run(scenario()) == "/w\n"
+
+
+_ROOT_ONLY = "FROM a\nENV LEVEL=1\nWORKDIR /w\nCOPY note.txt ./\n"
+
+
+async def _root_only_scenario(env: Any, outside: Path) -> dict[str, Any]:
+    """Start, look around as root, try another user, move a file both ways, stop."""
+    await env.start(force_build=False)
+    try:
+        seen = await env.exec("id -u; cat /w/note.txt; cat /proc/self/uid_map | wc -l")
+        try:
+            await env.exec("id -u", user=1000)
+            other = "ran"
+        except SandboxError as error:
+            other = str(error)
+        await env.upload_file(outside / "up.txt", "/w/up.txt")
+        await env.download_file("/w/up.txt", outside / "down.txt")
+        await env.exec("setsid sleep 1000 > /dev/null 2>&1 < /dev/null &")
+    finally:
+        await env.stop(delete=True)
+    return {"seen": seen.stdout, "other": other, "down": (outside / "down.txt").read_text()}
+
+
+def test_own_user_namespace_has_only_root(tmp_path: Path) -> None:
+    """``user_namespace=True`` (what a caller without root gets): root inside, mapped; any
+    other user refused by name; files and stop work as without it."""
+    require_sandbox_tools()
+    task = _task(tmp_path, _ROOT_ONLY)
+    env = host_environment(task, tmp_path / "trial", tmp_path / "sb", user_namespace=True)
+    (tmp_path / "up.txt").write_text("up\n")
+    seen = _run(_root_only_scenario(env, tmp_path))
+    assert seen["seen"] == "0\nnote\n1\n"
+    assert seen["other"] == (
+        "user 1000: only root exists in a sandbox with its own user namespace (no host root)"
+    )
+    assert seen["down"] == "up\n"
+    assert sandbox_processes(tmp_path / "sb") == []
+
+
+def _unprivileged(base: str, queue: Any) -> None:
+    """In a child process: run the scenario once as root (every module it uses loaded: the
+    interpreter's own files may be unreadable to uid 65534), then become uid/gid 65534 and
+    run it as that caller."""
+    import json
+
+    root = Path(base)
+    try:
+        warm = host_environment(root / "tasks" / "direct", root / "warm", root / "sb-warm")
+        asyncio.run(_root_only_scenario(warm, root))
+        for path in [root, *root.rglob("*")]:
+            os.chown(path, 65534, 65534, follow_symlinks=False)
+        os.setgroups([])
+        os.setresgid(65534, 65534, 65534)
+        os.setresuid(65534, 65534, 65534)
+        os.environ["HOME"] = base
+        env = host_environment(root / "tasks" / "direct", root / "trial", root / "sb")
+        result = asyncio.run(_root_only_scenario(env, root))
+        result["left"] = sandbox_processes(root / "sb")
+        queue.put(json.dumps(result))
+    except BaseException as error:  # the parent reports it
+        queue.put(json.dumps({"error": repr(error)}))
+
+
+def test_a_caller_without_root_gets_a_root_only_sandbox(tmp_path: Path) -> None:
+    """A real unprivileged caller (uid 65534, no capability): bwrap makes the user namespace
+    itself, and the same scenario gives the same answers."""
+    import json
+    import multiprocessing
+    import shutil
+    import tempfile
+
+    require_sandbox_tools()
+    base = Path(tempfile.mkdtemp(prefix="casstore-unprivileged-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o777)
+        _task(base, _ROOT_ONLY)
+        (base / "up.txt").write_text("up\n")
+        context = multiprocessing.get_context("spawn")
+        queue = context.Queue()
+        child = context.Process(target=_unprivileged, args=(str(base), queue))
+        child.start()
+        answer = json.loads(queue.get(timeout=120))
+        child.join(timeout=30)
+        assert "error" not in answer, answer
+        assert answer["seen"] == "0\nnote\n1\n"
+        assert answer["other"].startswith("user 1000: only root exists")
+        assert (answer["down"], answer["left"]) == ("up\n", [])
+        assert list((base / "sb").iterdir()) == []
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_start_that_fails_leaves_nothing(tmp_path: Path) -> None:
+    """A bind whose source is missing: bwrap's own message in the SandboxError, no process
+    and no work directory left."""
+    require_sandbox_tools()
+    env = host_environment(_task(tmp_path, _ROOT_ONLY), tmp_path / "trial", tmp_path / "sb")
+    env._mounts.append({"type": "bind", "source": str(tmp_path / "gone"), "target": "/data"})
+    with pytest.raises(SandboxError, match=r"bubblewrap did not start: .*gone"):
+        _run(env.start(force_build=False))
+    assert list((tmp_path / "sb").iterdir()) == []
+    assert sandbox_processes(tmp_path / "sb") == []
+
+
+@pytest.mark.parametrize(
+    ("mount", "rule"),
+    [
+        ({"type": "volume", "source": "v", "target": "/v"}, "only bind mounts"),
+        ({"type": "bind", "source": "/tmp", "target": "/usr/share/x"}, "outside the host trees"),
+        ({"type": "bind", "source": "/tmp", "target": "rel"}, "must be absolute"),
+    ],
+)
+def test_mounts_it_cannot_make_are_refused(tmp_path: Path, mount: dict, rule: str) -> None:
+    require_sandbox_tools()
+    env = host_environment(_task(tmp_path, _ROOT_ONLY), tmp_path / "trial", tmp_path / "sb")
+    env._mounts.append(mount)
+    with pytest.raises(SandboxError, match=rule):
+        _run(env.start(force_build=False))
+    assert list((tmp_path / "sb").iterdir()) == []
+
+
+def test_a_bad_environment_option_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SandboxError, match="dockerfile_run: 'maybe': use 'run' or 'skip'"):
+        host_environment(
+            _task(tmp_path), tmp_path / "trial", tmp_path / "sb", dockerfile_run="maybe"
+        )
+
+
+def test_output_streams_to_harbor_callbacks(sandbox: dict[str, Any]) -> None:
+    """Harbor's ``scoped_output_callback`` sees the output while the command runs."""
+    chunks: list[tuple[str, str]] = []
+
+    async def collect(text: str, stream: str) -> None:
+        chunks.append((text, stream))
+
+    with sandbox["env"].scoped_output_callback(collect):
+        result = _exec(sandbox, "echo first; sleep 0.3; echo second >&2")
+    assert result.stdout == "first\nsecond\n"
+    assert "".join(text for text, _ in chunks) == "first\nsecond\n"
+    assert len(chunks) >= 2 and {stream for _, stream in chunks} == {"stdout"}
+
+
+def test_a_prebuilt_image_task_gets_its_environment_files_in_the_workdir(tmp_path: Path) -> None:
+    """No Dockerfile, ``docker_image`` set: the image is the host; Harbor's rule uploads the
+    environment directory into the workdir."""
+    require_sandbox_tools()
+    task = write_harbor_task(
+        tmp_path / "tasks",
+        "prebuilt",
+        {
+            "task.toml": (
+                '[environment]\ndocker_image = "ubuntu:24.04"\nworkdir = "/work"\n',
+                0o644,
+            ),
+            "instruction.md": ("Nothing.\n", 0o644),
+            "environment/data.txt": ("data\n", 0o644),
+            "tests/test.sh": ("#!/bin/bash\n", 0o755),
+        },
+    )
+    env = host_environment(task, tmp_path / "trial", tmp_path / "sb")
+
+    async def scenario() -> str | None:
+        await env.start(force_build=False)
+        try:
+            return (await env.exec("pwd; cat data.txt")).stdout
+        finally:
+            await env.stop(delete=True)
+
+    assert _run(scenario()) == "/work\ndata\n"
+
+
+def test_a_network_change_between_phases_is_refused_at_start(tmp_path: Path) -> None:
+    """A public agent phase with a no-network verifier phase needs a network switch the
+    sandbox cannot make: refused before anything runs (Harbor would fail at verification)."""
+    require_sandbox_tools()
+    from harbor.models.task.config import NetworkMode, NetworkPolicy
+
+    env = host_environment(
+        _task(tmp_path),
+        tmp_path / "trial",
+        tmp_path / "sb",
+        phase_network_policies=[NetworkPolicy(network_mode=NetworkMode.NO_NETWORK)],
+    )
+    with pytest.raises(SandboxError, match="cannot change its network between"):
+        _run(env.start(force_build=False))
+    assert not (tmp_path / "sb").exists() or list((tmp_path / "sb").iterdir()) == []
+
+
+def test_user_namespace_takes_a_boolean(tmp_path: Path) -> None:
+    with pytest.raises(SandboxError, match="user_namespace: 'no': use true or false"):
+        host_environment(_task(tmp_path), tmp_path / "trial", tmp_path / "sb", user_namespace="no")
+
+
+def test_the_entrypoint_starts_detached_with_sleep_infinity(tmp_path: Path) -> None:
+    """An entrypoint that starts a service then runs its arguments, as Docker runs it under
+    Harbor's compose command: the service answers, and stop ends both."""
+    require_sandbox_tools()
+    dockerfile = (
+        'FROM a\nWORKDIR /w\nCOPY note.txt /entry.sh\nENTRYPOINT ["/bin/bash", "/entry.sh"]\n'
+    )
+    task = _task(tmp_path, dockerfile)
+    (task / "environment" / "note.txt").write_text(
+        'echo "started in $(pwd) with $*" > /tmp/entry-ran\nexec "$@"\n'
+    )
+    env = host_environment(task, tmp_path / "trial", tmp_path / "sb")
+
+    async def scenario() -> tuple[str | None, list[int]]:
+        await env.start(force_build=False)
+        try:
+            for _ in range(100):
+                seen = await env.exec(
+                    "cat /tmp/entry-ran 2>/dev/null && pgrep -c -f '^sleep infinity'"
+                )
+                if seen.return_code == 0:
+                    break
+                await asyncio.sleep(0.05)
+            alive = sandbox_processes(tmp_path / "sb")
+        finally:
+            await env.stop(delete=True)
+        return seen.stdout, alive
+
+    seen, alive = _run(scenario())
+    assert seen == "started in /w with sleep infinity\n1\n"
+    assert alive
+    assert sandbox_processes(tmp_path / "sb") == []

@@ -6,8 +6,9 @@ its verifier writes. The tasks: a plain one, a multi-step one (Harbor's ``steps/
 ``reward.json`` of several reward keys, one without internet whose solution starts a daemon
 (``python3 -m http.server`` on the loopback) the verifier talks to (with bash's ``/dev/tcp``),
 one whose agent and verifier are not root, one whose oracle outlives the agent timeout, and,
-with ``probe_port``, two that try to reach a server on the host's loopback at that port (one
-with internet, one without): reward 1 when the connection succeeds.
+with ``probe_port``, three that try to reach a server on the host's loopback at that port (one
+with internet, one with ``network_mode = "no-network"``, one with the deprecated
+``allow_internet = false``): reward 1 when the connection succeeds.
 """
 
 from __future__ import annotations
@@ -38,7 +39,11 @@ EXPECTED_REWARDS: dict[str, dict[str, float]] = {
 """Task name → the rewards its verifier writes after the oracle (the timeout task's oracle is
 cut short, so its verifier finds nothing: 0)."""
 
-PROBE_TASKS: dict[str, float] = {"probe-online": 1.0, "probe-offline": 0.0}
+PROBE_TASKS: dict[str, float] = {
+    "probe-online": 1.0,
+    "probe-offline": 0.0,
+    "probe-legacy-offline": 0.0,
+}
 """Task name → its reward: whether it reached the host's loopback server."""
 
 _TOML = """\
@@ -194,9 +199,12 @@ def _agent_timeout() -> dict[str, tuple[str, int]]:
 
 def _probe(port: int, network: str) -> dict[str, tuple[str, int]]:
     check = f"(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null"
+    toml = _toml(network=network)
+    if network == "legacy":
+        toml = toml.replace('network_mode = "legacy"', "allow_internet = false")
     return {
         **_common("Nothing to do.\n"),
-        "task.toml": (_toml(network=network), 0o644),
+        "task.toml": (toml, 0o644),
         "solution/solve.sh": _script("true\n"),
         "tests/test.sh": _script(_REWARD.format(check=check)),
     }
@@ -227,13 +235,15 @@ def write_harbor_tasks(
     dest: Path, names: list[str] | None = None, probe_port: int | None = None
 ) -> list[Path]:
     """Write the tasks ``names`` (default: every one of ``EXPECTED_REWARDS``) into the
-    dataset directory ``dest``, plus the two probe tasks when ``probe_port`` is given; their
+    dataset directory ``dest``, plus the three probe tasks when ``probe_port`` is given; their
     paths in that order. KeyError for an unknown name."""
     dest.mkdir(parents=True, exist_ok=True)
     written = [write_harbor_task(dest, name, _BUILDERS[name]()) for name in names or _BUILDERS]
     if probe_port is not None:
         written.append(write_harbor_task(dest, "probe-online", _probe(probe_port, "public")))
         written.append(write_harbor_task(dest, "probe-offline", _probe(probe_port, "no-network")))
+        legacy = _probe(probe_port, "legacy")
+        written.append(write_harbor_task(dest, "probe-legacy-offline", legacy))
     return written
 
 

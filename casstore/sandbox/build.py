@@ -1,6 +1,7 @@
 """Carry out a Dockerfile's steps in a started sandbox (``casstore.sandbox.dockerfile`` reads
 them): ``WORKDIR`` directories, ``COPY``/``ADD`` of build-context files (with ``--chown`` and
-``--chmod``), ``RUN`` as the user and in the directory and environment of its line.
+``--chmod``), ``RUN`` as the user and in the directory and environment of its line, then the
+``ENTRYPOINT`` in the background (with ``sleep infinity`` as its arguments).
 
 Files are copied with the sandbox's own upload (resolved inside the sandbox); a source must
 stay inside the build context, a destination outside the read-only host trees. A failing
@@ -65,7 +66,17 @@ async def follow_recipe(
             if error.path == where:
                 raise
             raise SandboxError(where, str(error)) from None
+    if recipe.entrypoint is not None:
+        await builder.run_step(_background(recipe.entrypoint))
     return skipped
+
+
+def _background(step: Step) -> Step:
+    """The ENTRYPOINT run detached with ``sleep infinity`` as its arguments, its output in
+    ``/tmp/entrypoint.log``."""
+    command = shlex.join([*step.args, "sleep", "infinity"])
+    line = f"setsid {command} > /tmp/entrypoint.log 2>&1 < /dev/null &"
+    return Step("run", ("/bin/sh", "-c", line), step.line, step.workdir, step.user, step.env)
 
 
 def _sources(context: Path, patterns: list[str], where: str) -> list[Path]:

@@ -5,9 +5,11 @@ The sandbox has no image: the host's ``/usr`` is the base, so ``FROM`` is read a
 ``ENV`` (with ``$VAR``, ``${VAR}``, ``${VAR:-default}`` and ``${VAR:+alt}`` substitution),
 ``WORKDIR``, ``USER``, ``COPY``/``ADD`` of build-context files (``--chown``, ``--chmod``),
 ``RUN`` (run in the sandbox as the current user, or skipped: see ``HostEnvironment``) and
-``SHELL``. ``ENTRYPOINT``, ``CMD``, ``EXPOSE``, ``LABEL``, ``MAINTAINER``, ``VOLUME``,
-``STOPSIGNAL``, ``HEALTHCHECK`` and ``ONBUILD`` are ignored (the sandbox's own process keeps it
-alive, as Harbor's compose file does with ``sleep infinity``). Anything else, ``COPY --from``,
+``SHELL``, and ``ENTRYPOINT`` (started at the end, in the background, with ``sleep infinity``
+as its arguments: Harbor's compose file replaces ``CMD`` with that command, so an entrypoint
+that starts a service and then runs its arguments behaves as under Docker). ``CMD``,
+``EXPOSE``, ``LABEL``, ``MAINTAINER``, ``VOLUME``, ``STOPSIGNAL``, ``HEALTHCHECK`` and
+``ONBUILD`` are ignored. Anything else, ``COPY --from``,
 ``ADD`` of a URL or an archive, ``RUN --mount`` and heredocs are refused with a
 ``SandboxError`` naming the line.
 """
@@ -25,7 +27,7 @@ from casstore.errors import SandboxError
 
 __all__ = ["Recipe", "Step", "read_dockerfile"]
 
-_IGNORED = {"CMD", "ENTRYPOINT", "EXPOSE", "LABEL", "MAINTAINER", "VOLUME", "STOPSIGNAL"}
+_IGNORED = {"CMD", "EXPOSE", "LABEL", "MAINTAINER", "VOLUME", "STOPSIGNAL"}
 _IGNORED |= {"HEALTHCHECK", "ONBUILD"}
 _VARIABLE = re.compile(r"\\\$|\$(\w+)|\$\{(\w+)(?::([-+])([^}]*))?\}")
 _ARCHIVE = re.compile(r"\.(tar|tgz|tbz2?|txz|tar\.(gz|bz2|xz|zst))$")
@@ -57,6 +59,7 @@ class Recipe:
     workdir: str = "/"
     user: str | None = None
     shell: tuple[str, ...] = ("/bin/sh", "-c")
+    entrypoint: Step | None = None
 
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:
@@ -184,6 +187,11 @@ class _Reader:
 
     def _on_user(self, line: int, rest: str) -> None:
         self.recipe.user = substitute(rest, self.variables).partition(":")[0] or None
+
+    def _on_entrypoint(self, line: int, rest: str) -> None:
+        words = _words(rest, self.where(line)) if rest.startswith("[") else None
+        argv = tuple(words) if words is not None else (*self.recipe.shell, rest)
+        self.recipe.entrypoint = self.step("entrypoint", argv, line) if argv else None
 
     def _on_shell(self, line: int, rest: str) -> None:
         self.recipe.shell = tuple(_words(rest, self.where(line)))

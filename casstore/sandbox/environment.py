@@ -8,12 +8,15 @@ Loaded by Harbor through ``EnvironmentConfig.import_path = "casstore.sandbox:Hos
 - Harbor's bind mounts (``/logs/agent``, ``/logs/verifier``, ``/logs/artifacts`` from the
   trial directory, and any ``mounts`` of the job) at their targets;
 - the network namespace unshared (loopback only) when the policy is ``no-network``;
-- the Dockerfile's ``ENV``, ``WORKDIR``, ``USER``, ``COPY`` honoured and ``RUN`` run inside
-  (``dockerfile_run="skip"`` skips them), as ``casstore.sandbox.dockerfile`` describes;
+- the Dockerfile's ``ENV``, ``WORKDIR``, ``USER``, ``COPY`` honoured, ``RUN`` run inside
+  (``dockerfile_run="skip"`` skips them) and ``ENTRYPOINT`` started detached, as
+  ``casstore.sandbox.dockerfile`` describes;
+- without root on the host, a user namespace of its own in which only root exists;
 - ``stop`` kills every process of the sandbox and deletes the root (``delete=False`` keeps it).
 
-Commands see only the environment they are given (``PATH``, ``HOME``, the Dockerfile's and
-Harbor's variables, ``CASSTORE_SANDBOX`` = the session id), never the host's. Not a security
+Commands see only the environment they are given (``PATH``, ``HOME``, ``USER``, ``HOSTNAME``,
+the Dockerfile's and Harbor's variables, ``CASSTORE_SANDBOX`` = the session id), never the
+host's. Not a security
 boundary equal to a container: README, "Sandbox environment".
 """
 
@@ -50,22 +53,29 @@ class HostEnvironment(BaseEnvironment):
     """A Harbor environment running each trial in a bubblewrap sandbox on this host.
 
     Keyword arguments (Harbor's ``--ek``): ``sandbox_dir`` (where the private roots go),
-    ``dockerfile_run`` (``"run"``, the default, or ``"skip"``)."""
+    ``dockerfile_run`` (``"run"``, the default, or ``"skip"``), ``user_namespace`` (a user
+    namespace of the sandbox's own, only root inside: the default without root on the
+    host)."""
 
     def __init__(
         self,
         *args: Any,
         sandbox_dir: str | None = None,
         dockerfile_run: str = "run",
+        user_namespace: bool | None = None,
         **kwargs: Any,
     ) -> None:
         if dockerfile_run not in ("run", "skip"):
             raise SandboxError("dockerfile_run", f"{dockerfile_run!r}: use 'run' or 'skip'")
+        if user_namespace is not None and not isinstance(user_namespace, bool):
+            raise SandboxError("user_namespace", f"{user_namespace!r}: use true or false")
         self._dockerfile_run = dockerfile_run
+        self._own_users = os.geteuid() != 0 if user_namespace is None else user_namespace
         self._sandbox_dir = sandbox_dir
         self._recipe = Recipe()
         self._sandbox: Sandbox | None = None
         self._work: Work | None = None
+        self._hostname = "sandbox"
         super().__init__(*args, **kwargs)
 
     @staticmethod
@@ -84,8 +94,6 @@ class HostEnvironment(BaseEnvironment):
         missing = [tool for tool in ("bwrap", "nsenter", "setpriv") if not shutil.which(tool)]
         if missing:
             raise SystemExit(f"casstore.sandbox needs {', '.join(missing)} on PATH")
-        if os.geteuid() != 0:
-            raise SystemExit("casstore.sandbox:HostEnvironment runs as root only")
 
     @override
     def _validate_definition(self) -> None:
@@ -96,6 +104,10 @@ class HostEnvironment(BaseEnvironment):
         )
 
     def _read_definition(self) -> None:
+        modes = {policy.network_mode for policy in self._phase_network_policies}
+        if modes - {self.network_policy.network_mode}:
+            rule = "the sandbox cannot change its network between agent and verifier phases"
+            raise SandboxError(f"network_mode {self.network_policy.network_mode.value}", rule)
         compose = self.environment_dir / "docker-compose.yaml"
         if compose.exists():
             raise SandboxError(str(compose), "compose services are not supported")
@@ -118,17 +130,26 @@ class HostEnvironment(BaseEnvironment):
         """Make the private root, start bwrap, follow the Dockerfile; SandboxError for what
         the sandbox cannot honour (a compose file, a Dockerfile line)."""
         self._read_definition()
+        try:
+            await self._start()
+        except BaseException:
+            await asyncio.shield(self.stop(delete=True))
+            raise
+
+    async def _start(self) -> None:
         base = Path(self._sandbox_dir) if self._sandbox_dir else None
         workdirs = [step.args[0] for step in self._recipe.steps if step.kind == "workdir"]
         workdirs += [self.task_env_config.workdir] if self.task_env_config.workdir else []
         work = await asyncio.to_thread(prepare_work, base, list(self._mounts), workdirs)
         self._work = work
         hostname = "".join(c if c.isalnum() or c == "-" else "-" for c in self.environment_name)
+        self._hostname = hostname[:63].strip("-") or "sandbox"
         self._sandbox = await Sandbox.launch(
             work.root,
             list(work.bindings),
             shared_net=not self._network_disabled,
-            hostname=hostname[:63].strip("-") or "sandbox",
+            own_users=self._own_users,
+            hostname=self._hostname,
             log=work.path / "bwrap.log",
         )
         dockerfile = self.environment_dir / "Dockerfile"
@@ -157,6 +178,9 @@ class HostEnvironment(BaseEnvironment):
     async def account(self, user: str | int | None) -> Account:
         """The sandbox account of ``user`` (an unknown name gets one, and its home)."""
         account = self._work_dir().accounts.resolve(user)
+        if self._own_users and account.uid != 0:
+            rule = "only root exists in a sandbox with its own user namespace (no host root)"
+            raise SandboxError(f"user {user}", rule)
         if account.created:
             home = shlex.quote(account.home)
             command = f"mkdir -p -- {home} && chown {account.uid}:{account.gid} -- {home}"
@@ -164,7 +188,7 @@ class HostEnvironment(BaseEnvironment):
         return account
 
     def _environment(self, account: Account, image_env: dict[str, str]) -> dict[str, str]:
-        env = {"PATH": PATH, "HOME": account.home, "HOSTNAME": self.environment_name}
+        env = {"PATH": PATH, "HOME": account.home, "HOSTNAME": self._hostname}
         if account.name:
             env["USER"] = account.name
         env.update(image_env)
@@ -310,6 +334,9 @@ class HostEnvironment(BaseEnvironment):
             Path(target_dir).mkdir(parents=True, exist_ok=True)
             with tarfile.open(archive) as tar:
                 tar.extractall(path=target_dir, filter="data")
+        except tarfile.FilterError as error:
+            rule = f"not copied out: {error} (links must stay inside the directory)"
+            raise SandboxError(source_dir, rule) from None
         finally:
             archive.unlink(missing_ok=True)
 

@@ -4,10 +4,16 @@
 when the task has no internet) around a process that only sleeps. Its PID-1 process (bwrap's
 own init, reaping orphans) holds the namespaces for the trial: a daemon a command leaves
 behind lives on there, so the verifier still reaches it. Commands enter with ``nsenter``
-(mount, PID, IPC, UTS, network and root), then ``setpriv`` sets the user and narrows the
-capabilities (root keeps Docker's default set less ``CAP_MKNOD``, and less ``CAP_NET_RAW``
-when the network is the host's: no mount, module, ptrace, raw-I/O or admin rights).
+(mount, PID, IPC, UTS and root, and the network when the sandbox has its own), then
+``setpriv`` sets the user and narrows the capabilities (root keeps Docker's default set less
+``CAP_MKNOD``, and less ``CAP_NET_RAW`` when the network is the host's: no mount, module,
+ptrace, raw-I/O or admin rights).
 Killing PID 1 makes the kernel kill every process of the namespace: ``close`` does that.
+
+Without root on the host (or when asked), the sandbox also gets its own user namespace
+mapping the caller to root inside (``--unshare-user --uid 0 --gid 0``); commands enter it
+keeping their credentials (the caller is root there) and their groups (``setgroups`` is
+denied in such a namespace). Only root exists inside: no other uid is mapped.
 """
 
 from __future__ import annotations
@@ -68,11 +74,14 @@ class Sandbox:
     """A running sandbox: ``pid`` is its PID 1 seen from the host, ``namespace`` its PID
     namespace (``pid:[inode]``)."""
 
-    def __init__(self, process: asyncio.subprocess.Process, info: dict, shared_net: bool) -> None:
+    def __init__(
+        self, process: asyncio.subprocess.Process, info: dict, shared_net: bool, own_users: bool
+    ) -> None:
         self.process = process
         self.pid = int(info["child-pid"])
         self.namespace = f"pid:[{info['pid-namespace']}]"
         self.shared_net = shared_net
+        self.own_users = own_users
 
     @classmethod
     async def launch(
@@ -81,12 +90,14 @@ class Sandbox:
         bindings: list[Binding],
         *,
         shared_net: bool,
+        own_users: bool,
         hostname: str,
         log: Path,
     ) -> Sandbox:
         """Start bwrap on the private ``root`` with host ``/usr``, ``/etc``, ``/opt`` (and the
-        shell's ``/bin``, ``/lib*``, ``/sbin``) read-only and ``bindings`` on top;
-        SandboxError (with bwrap's message) if it does not come up."""
+        shell's ``/bin``, ``/lib*``, ``/sbin``) read-only and ``bindings`` on top, in a user
+        namespace of its own when ``own_users``; SandboxError (with bwrap's message) if it
+        does not come up."""
         argv = ["bwrap", "--bind", str(root), "/"]
         for name in ("usr", "etc", "opt", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
             argv += _host_tree(name)
@@ -97,6 +108,8 @@ class Sandbox:
         argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", hostname]
         if not shared_net:
             argv.append("--unshare-net")
+        if own_users:
+            argv += ["--unshare-user", "--uid", "0", "--gid", "0"]
         read, write = os.pipe()
         argv += ["--die-with-parent", "--new-session", "--info-fd", str(write)]
         argv += ["--", "/bin/sleep", "infinity"]
@@ -112,17 +125,25 @@ class Sandbox:
             finally:
                 os.close(write)
         try:
-            data = await asyncio.wait_for(asyncio.to_thread(_read_all, read), timeout=START_TIMEOUT)
+            data = await asyncio.wait_for(asyncio.to_thread(_read_all, read), START_TIMEOUT)
+        except BaseException:
+            process.kill()  # its end of the pipe closes: the reading thread ends
+            await asyncio.shield(process.wait())
+            raise
         finally:
             os.close(read)
         try:
             info = json.loads(data)
         except ValueError:
-            await process.wait()
-            message = log.read_text(errors="replace").strip() or f"exit {process.returncode}"
-            raise SandboxError(str(root), f"bubblewrap did not start: {message}") from None
-        sandbox = cls(process, info, shared_net)
-        await sandbox._ready(root)
+            raise await _failed(process, root, log) from None
+        sandbox = cls(process, info, shared_net, own_users)
+        try:
+            await sandbox._ready(root)
+        except BaseException:
+            await asyncio.shield(sandbox.close())
+            raise
+        if not sandbox.alive():
+            raise await _failed(process, root, log)
         return sandbox
 
     async def _ready(self, root: Path) -> None:
@@ -139,14 +160,21 @@ class Sandbox:
                 except OSError:
                     continue
             await asyncio.sleep(0.002)
-        raise SandboxError(str(root), "bubblewrap started but its sandbox never became ready")
+        if self.alive():
+            raise SandboxError(str(root), "bubblewrap started but its sandbox never became ready")
 
     def enter_argv(self, uid: int, gid: int, named: bool) -> list[str]:
         """The argv prefix that runs a program inside as ``uid``/``gid`` (with the user's
         groups when ``named``, none otherwise)."""
         argv = ["nsenter", "--target", str(self.pid), "--mount", "--uts", "--ipc", "--pid"]
-        argv += ["--net", "--root", "--", "setpriv", "--reuid", str(uid), "--regid", str(gid)]
-        argv.append("--init-groups" if named else "--clear-groups")
+        argv += ["--root"] if self.shared_net else ["--net", "--root"]
+        if self.own_users:
+            argv += ["--user", "--preserve-credentials"]
+        argv += ["--", "setpriv", "--reuid", str(uid), "--regid", str(gid)]
+        if self.own_users:
+            argv.append("--keep-groups")
+        else:
+            argv.append("--init-groups" if named else "--clear-groups")
         caps = _ROOT_CAPS if self.shared_net else _ROOT_CAPS + ",net_raw"
         bounding = "-all," + ",".join(f"+{cap}" for cap in caps.split(","))
         argv += ["--bounding-set", bounding, "--inh-caps", "-all", "--"]
@@ -173,6 +201,13 @@ class Sandbox:
             await asyncio.sleep(0.02)
             left = namespace_members(self.namespace)
         return left
+
+
+async def _failed(process: asyncio.subprocess.Process, root: Path, log: Path) -> SandboxError:
+    """The error of a bwrap that exited at start: its own message (or its exit status)."""
+    await process.wait()
+    message = log.read_text(errors="replace").strip() or f"exit {process.returncode}"
+    return SandboxError(str(root), f"bubblewrap did not start: {message}")
 
 
 def _children(pid: int) -> list[int]:
