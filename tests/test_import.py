@@ -1019,6 +1019,27 @@ def test_older_schema_is_marked_by_the_first_committed_write(tmp_path: Path) -> 
     assert str(refused.value) == "index: schema version 6, expected 5"
 
 
+def test_an_index_killed_while_created_gets_every_database(tmp_path: Path) -> None:
+    """An index whose creation was killed after some databases and before its schema marker
+    (LMDB creates each named database in a transaction of its own) is completed by its next
+    write: every database, the added ones too, then the marker; it opens cleanly after."""
+    import lmdb
+
+    from casstore.store.index import DATABASES, MAX_DBS, Index
+
+    index_dir = tmp_path / "index"
+    index_dir.mkdir()
+    env = lmdb.open(str(index_dir), max_dbs=MAX_DBS, subdir=True)
+    for name in DATABASES[:3]:  # killed here: no trial_cache, no schema
+        env.open_db(name.encode())
+    env.close()
+    with Index(index_dir) as index:
+        index.write(lambda txn: txn.put("jobs", "x", 1))
+    with Index(index_dir) as index:
+        assert index.read(lambda txn: txn.get("meta", "schema")) == SCHEMA_VERSION
+        assert all(handle is not None for handle in index.dbs.values())
+
+
 def test_streamed_import_marks_an_older_schema(tmp_path: Path) -> None:
     """A new job written while it is parsed (its own write transaction, not
     ``Index.write``) marks an index of an older schema 4 when it commits, as any first write

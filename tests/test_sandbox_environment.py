@@ -189,7 +189,11 @@ def test_stop_kills_every_process_even_detached_ones(tmp_path: Path) -> None:
         await env.start(force_build=False)
         await env.exec("setsid nohup sleep 1000 >/dev/null 2>&1 < /dev/null &", user="root")
         await env.exec("(sleep 1000 &) ; disown -a", user="worker")
-        running = await env.exec("pgrep -c -x sleep")
+        # the detached shells exec their sleep a moment later: wait for it (at most 10 s)
+        running = await env.exec(
+            "for _ in $(seq 100); do [ $(pgrep -c -x sleep) = 3 ] && break; sleep 0.1; done;"
+            " pgrep -c -x sleep"
+        )
         alive = sandbox_processes(tmp_path / "sandboxes")
         await env.stop(delete=True)
         assert alive

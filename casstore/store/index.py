@@ -114,7 +114,6 @@ class Index:
         self._path = path
         self._map_size = map_size
         self.writable = create and not (path / "data.mdb").exists()  # a new index
-        self._exists = not self.writable
         if self.writable:
             try:
                 path.mkdir(parents=True, exist_ok=True)
@@ -173,8 +172,10 @@ class Index:
 
     def _open_db(self, name: str) -> Any:
         """The handle of database ``name`` (None: missing, and read-only or one of
-        :data:`ADDED_DATABASES` of an existing index)."""
-        if self.writable and (name not in ADDED_DATABASES or not self._exists):
+        :data:`ADDED_DATABASES` of an index of an older schema, created by the write that
+        marks it). An index without a schema marker (new, or its creation killed before the
+        marker) gets every database."""
+        if self.writable and (name not in ADDED_DATABASES or not self._older):
             return self.env.open_db(name.encode())
         try:
             return self.env.open_db(name.encode(), create=False)
