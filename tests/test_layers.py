@@ -11,6 +11,7 @@ Layers, bottom first (README, "Architecture"); each may import the ones it lists
     store     casstore.store          base, archive
     table     casstore.table          base (the reward table: import's output, scoring's input)
     trials    casstore.trials         base, archive, store, table
+    remote    casstore.remote         base, archive, store, table, trials (S3 remotes)
     scoring   scoring                 base, table (it reads the reward table only)
     sources   casstore.sources        every layer above but api and cli
     api       casstore (the package)  every layer but cli
@@ -49,12 +50,23 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("store", ("casstore.store",)),
     ("table", ("casstore.table",)),
     ("trials", ("casstore.trials",)),
+    ("remote", ("casstore.remote",)),
     ("scoring", ("scoring",)),
     ("sources", ("casstore.sources",)),
     ("api", ("casstore",)),
     ("cli", ("cli",)),
 )
-BELOW_API = {"base", "archive", "verifier", "examples", "store", "table", "trials", "scoring"}
+BELOW_API = {
+    "base",
+    "archive",
+    "verifier",
+    "examples",
+    "store",
+    "table",
+    "trials",
+    "remote",
+    "scoring",
+}
 MAY_IMPORT: dict[str, set[str]] = {
     "base": set(),
     "archive": {"base"},
@@ -64,6 +76,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "store": {"base", "archive"},
     "table": {"base"},
     "trials": {"base", "archive", "store", "table"},
+    "remote": {"base", "archive", "store", "table", "trials"},
     "scoring": {"base", "table"},
     "sources": BELOW_API,
     "api": BELOW_API | {"sources"},
