@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click.exceptions import ClickException  # type: ignore[assignment]  # same class, older home
 
 from casstore.errors import CasstoreError, UsageError, failed_os_call, printable
-from cli import archive, demo, jobs, rescore, store
+from cli import archive, demo, jobs, remote, rescore, store
 from cli.coerce import light_coercion
 from cli.help import prepare_help, shows_help, tidy_help
 from cli.options import GlobalOptions
@@ -94,6 +94,7 @@ archive.register(app)
 store.register(app)
 jobs.register(app)
 rescore.register(app)
+remote.register(app)
 demo.register(app)
 app.add_typer(verifier_app, name="verifier")
 

@@ -321,6 +321,7 @@ def rescore(
     --group-by "" means no groups.
     """
     from casstore import api  # here: for start-up time (NumPy, scoring)
+    from cli.remote import remote_jobs
     from scoring import check_options
 
     options: GlobalOptions = ctx.obj
@@ -329,10 +330,10 @@ def rescore(
     # the option values' rules (scoring's), checked before --group-by is parsed
     check_options(ks=ks, threshold=threshold, metrics=metrics, metric_timeout=metric_timeout)
     fields = _parse_group_by(group_by)
-    with progress_bar("rescore", every=64) as bar:  # only on a terminal
+    with remote_jobs(options, sources) as (store, found), progress_bar("rescore", every=64) as bar:
         report = api.rescore(
-            sources,
-            options.store,
+            found,
+            store,
             reward_key=reward_key,
             views=views,
             taskset=taskset,

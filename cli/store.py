@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 WorkspaceOption = Annotated[str, typer.Option("--workspace", "-w", help="Workspace of the names.")]
+RemoteOption = Annotated[
+    str | None, typer.Option("--remote", help="Of the remote NAME (casstore remote add).")
+]
 
 
 def _store(ctx: typer.Context, create: bool = False) -> Store:
@@ -132,9 +135,15 @@ def ls(
     workspace: Annotated[
         str | None, typer.Option("--workspace", "-w", help="Only this workspace.")
     ] = None,
+    remote: RemoteOption = None,
     json: JsonOption = False,
 ) -> None:
-    """List tasks or tasksets with their latest revision, or imported Harbor jobs."""
+    """List tasks or tasksets with their latest revision, or imported Harbor jobs (of a
+    remote: --remote NAME)."""
+    if remote is not None:
+        from cli.remote import remote_rows
+
+        return _print_rows(ctx, what, remote_rows(ctx, what.value, remote), json)
     if what is Listing.jobs:
         from cli.jobs import ls_jobs
 
@@ -162,6 +171,11 @@ def ls(
                 }
                 for record, revision in store.tasksets.list(workspace)
             ]
+    _print_rows(ctx, what, rows, json)
+
+
+def _print_rows(ctx: typer.Context, what: Listing, rows: list[dict[str, Any]], json: bool) -> None:
+    """The rows of ``ls`` (a remote's jobs as ``ls jobs`` prints a store's)."""
     if json:
         emit_json(rows)
         return
@@ -171,6 +185,8 @@ def ls(
 
 
 def _ls_line(row: dict[str, Any]) -> str:
+    if "job" in row:
+        return f"{row['name']}  {row['job']}  {row['trials']} trials"
     detail = row["id"] if "id" in row else _count(row["tasks"], "task")
     return f"{row['ref']}#{row['revision']}  {detail}"
 
@@ -254,24 +270,32 @@ taskset_app.command(
 
 def checkout(
     ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(help="Taskset or task reference.")],
+    ref: Annotated[str, typer.Argument(help="Taskset or task reference; NAME:REF on a remote.")],
     dest: DestArgument,
     json: JsonOption = False,
 ) -> None:
-    """Verify, extract and validate every task of REF into DEST/<task dir>/."""
+    """Verify, extract and validate every task of REF into DEST/<task dir>/ (NAME:REF:
+    straight from the remote NAME, nothing kept in the store)."""
+    from cli.remote import checkout_result
+
     with _store(ctx) as store, progress_bar("checkout") as bar:
-        result = store.checkout(ref, dest, bar)
+        result = checkout_result(store, ref, dest, bar)
     if json:
         emit_json(result.model_dump())
         return
     out_console.print(f"ok {_count(len(result.tasks), 'task')} → {result.dest}")
 
 
-def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
+def fsck(ctx: typer.Context, remote: RemoteOption = None, json: JsonOption = False) -> None:
     """Re-verify every archive and reference, and the imported jobs' records, reward tables
-    and evidence (never modifies); exit 1 on problems."""
+    and evidence (never modifies; --remote NAME: every object of that remote); exit 1 on
+    problems."""
     from casstore import api
 
+    if remote is not None:
+        from cli.remote import fsck_remote
+
+        return fsck_remote(ctx, remote, json)
     with _store(ctx) as store, progress_bar("fsck") as bar:
         report = api.fsck(store, bar)
     if json:

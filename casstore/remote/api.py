@@ -40,7 +40,7 @@ __all__ = [
     "ls_remote",
     "pull",
     "push",
-    "remote_job",
+    "remote_jobs",
     "remove_remote",
     "split_remote_ref",
 ]
@@ -110,13 +110,16 @@ def fsck_remote(
 
 
 @contextmanager
-def remote_job(store: Store, text: str) -> Iterator[tuple[Store, str]]:
-    """For ``rescore NAME:JOB``: the job pulled, checked, into a private temporary store
-    (removed afterwards; the local store is not written), and its id."""
-    client, job = _split(store, text)
+def remote_jobs(store: Store, texts: list[str]) -> Iterator[tuple[Store, list[str]]]:
+    """For ``rescore NAME:JOB...``: the jobs pulled, checked, into a private temporary store
+    (removed afterwards; ``store`` is not written), and their ids, in order."""
+    named = [_split(store, text) for text in texts]
     with (
         tempfile.TemporaryDirectory(prefix="casstore-rescore-") as scratch,
         Store(Path(scratch, "store")) as temporary,
     ):
-        report = _pull(temporary, client, [job])
-        yield temporary, str(report.refs[0]["ref"])
+        ids = []
+        for client, job in named:
+            report = _pull(temporary, client, [job], kinds=("jobs",))
+            ids.append(str(report.refs[0]["ref"]))
+        yield temporary, ids

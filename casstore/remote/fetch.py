@@ -21,7 +21,6 @@ from casstore.errors import (
     CorruptRemoteError,
     UnknownReferenceError,
     UsageError,
-    unknown_reference,
 )
 from casstore.remote.client import Client
 from casstore.remote.jobdata import JobSnapshot
@@ -79,7 +78,8 @@ def resolve_remote(client: Client, text: str, kinds: tuple[str, ...]) -> Resolve
             key, record = found
             return Resolved(kind, key, record, _entry(record, ref if kind != "jobs" else None))
     what = " or ".join(kind.removesuffix("s") for kind in kinds)
-    raise unknown_reference(text, f"{what} on the remote {client.remote.name}")
+    rule = f"no {what} of that name on the remote {client.remote.name}"
+    raise UnknownReferenceError(text, rule)
 
 
 def _entry(record: NamedRecord, ref: Reference | None) -> RevisionEntry:

@@ -71,15 +71,17 @@ def pull(
     refs: list[str],
     progress: Progress = NO_PROGRESS,
     limits: Limits | None = None,
+    kinds: tuple[str, ...] = KINDS,
 ) -> PullReport:
     """Pull ``refs`` from ``client``'s remote into ``store`` (see the module docstring);
     ``progress`` counts the archives and job values fetched. UnknownReferenceError for a
-    REF the remote lacks; CorruptRemoteError naming the object that fails its checks
+    REF the remote lacks (tried as ``kinds``, by default a taskset, a task, a job);
+    CorruptRemoteError naming the object that fails its checks
     (nothing of that pull is registered)."""
     limits = limits or Limits()
     plan = _Plan()
     for text in refs:
-        resolved = resolve_remote(client, text, KINDS)
+        resolved = resolve_remote(client, text, kinds)
         plan.names.append(resolved)
         if resolved.kind == "jobs":
             plan.jobs.append(_job(store, client, resolved))
