@@ -54,19 +54,28 @@ from casstore.lazy import load_name
 
 if TYPE_CHECKING:
     from casstore.api import (
+        add_remote,
         checkout,
+        checkout_remote,
         create_taskset,
         discover_tasks,
         extract,
         fsck,
+        fsck_remote,
         gc,
         import_jobs,
+        list_remotes,
+        ls_remote,
         open_store,
         pack,
         pack_into,
         publish,
+        pull,
+        push,
+        remove_remote,
         replace_taskset,
         rescore,
+        rescore_remote,
         verify,
         verify_each,
     )
@@ -77,6 +86,10 @@ if TYPE_CHECKING:
     from casstore.archive.read import VerifyResult
     from casstore.errors import CasstoreError
     from casstore.progress import Progress
+    from casstore.remote.config import Remote
+    from casstore.remote.fsck import RemoteFsckReport
+    from casstore.remote.pull import PullReport
+    from casstore.remote.push import PushReport
     from casstore.store import Store
     from casstore.store.checkout import CheckoutResult
     from casstore.store.fsck import FsckReport
@@ -102,6 +115,10 @@ __all__ = [
     "PackResult",
     "Progress",
     "PublishResult",
+    "PullReport",
+    "PushReport",
+    "Remote",
+    "RemoteFsckReport",
     "RewardTable",
     "ScoreReport",
     "Store",
@@ -110,19 +127,28 @@ __all__ = [
     "TrialRecord",
     "VerifyResult",
     "View",
+    "add_remote",
     "checkout",
+    "checkout_remote",
     "create_taskset",
     "discover_tasks",
     "extract",
     "fsck",
+    "fsck_remote",
     "gc",
     "import_jobs",
+    "list_remotes",
+    "ls_remote",
     "open_store",
     "pack",
     "pack_into",
     "publish",
+    "pull",
+    "push",
+    "remove_remote",
     "replace_taskset",
     "rescore",
+    "rescore_remote",
     "verify",
     "verify_each",
 ]
@@ -141,6 +167,10 @@ _HOMES = {
     "PackResult": "casstore.archive.pack",
     "Progress": "casstore.progress",
     "PublishResult": "casstore.store.publish",
+    "PullReport": "casstore.remote.pull",
+    "PushReport": "casstore.remote.push",
+    "Remote": "casstore.remote.config",
+    "RemoteFsckReport": "casstore.remote.fsck",
     "RewardTable": "casstore.table.columns",
     "ScoreReport": "scoring",
     "Store": "casstore.store",

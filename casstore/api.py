@@ -22,6 +22,17 @@ from casstore.archive.read import VerifyResult, extract_archive, verify_archive
 from casstore.digest import Digest
 from casstore.errors import UsageError
 from casstore.progress import NO_PROGRESS, Progress
+from casstore.remote.api import (
+    add_remote,
+    checkout_remote,
+    fsck_remote,
+    list_remotes,
+    ls_remote,
+    pull,
+    push,
+    remote_jobs,
+    remove_remote,
+)
 from casstore.sources import StoreArgument, check_taskset, load_sources, taskset_views
 from casstore.store import DEFAULT_WORKSPACE, Store
 from casstore.store.checkout import CheckoutResult
@@ -46,19 +57,28 @@ from scoring import (
 )
 
 __all__ = [
+    "add_remote",
     "checkout",
+    "checkout_remote",
     "create_taskset",
     "discover_tasks",
     "extract",
     "fsck",
+    "fsck_remote",
     "gc",
     "import_jobs",
+    "list_remotes",
+    "ls_remote",
     "open_store",
     "pack",
     "pack_into",
     "publish",
+    "pull",
+    "push",
+    "remove_remote",
     "replace_taskset",
     "rescore",
+    "rescore_remote",
     "verify",
     "verify_each",
 ]
@@ -287,3 +307,11 @@ def gc(store: Store, dry_run: bool = False, min_age: float = 60.0) -> GcReport:
     freed = report.freed_bytes + sum(orphan.size for orphan in orphans)
     data = [f"{orphan.db}/{orphan.key}" for orphan in orphans]
     return report.model_copy(update={"job_data": data, "freed_bytes": freed})
+
+
+def rescore_remote(store: Store, jobs: Sequence[str], **options: Any) -> ScoreReport:
+    """``casstore rescore NAME:JOB...``: the jobs of the store's remotes pulled, checked, into a
+    private temporary store (``store`` is not written) and scored as :func:`rescore` scores
+    them (``options`` are its keyword arguments but ``store``)."""
+    with remote_jobs(check_store(store), arguments.names(jobs, "jobs")) as (pulled, ids):
+        return rescore(ids, pulled, **options)

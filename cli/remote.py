@@ -215,7 +215,8 @@ def fsck_remote(ctx: typer.Context, name: str, json: bool) -> None:
             out_console.print(f"{problem['kind']}: {problem['key']}: {problem['message']}")
         for orphan in report.orphans:
             out_console.print(f"orphan (info): {orphan}")
-        status = "ok" if report.ok else f"{len(report.problems)} problems"
+        n = len(report.problems)
+        status = "ok" if report.ok else f"{n} problem{'s' if n != 1 else ''}"
         counts = (
             f"{report.refs} refs, {report.revisions} revisions, {report.archives} archives, "
             f"{report.jobs} job snapshots"

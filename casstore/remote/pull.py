@@ -90,8 +90,7 @@ def pull(
     tasks = [rev for (db, _), rev in plan.revisions.items() if db == "revisions"]
     wanted = [task for task in tasks if not store.filesets.intact(task, limits)]
     store.index.open_for_writing()  # a read-only store refused before any file is written
-    work = [(t.archive_ref, partial(_archive, store, client, t, limits)) for t in wanted]
-    run_parallel(work, progress)
+    _archives(store, client, wanted, progress, limits)
     moved = store.index.write(lambda txn: _register(txn, plan))
     return PullReport(
         remote=client.remote.url,
@@ -119,15 +118,23 @@ def _revisions(client: Client, resolved: Resolved, plan: _Plan) -> None:
             plan.revisions["revisions", revision.digest] = revision
 
 
-async def _archive(store: Store, client: Client, task: TaskRevision, limits: Limits) -> None:
-    """Fetch the archive of ``task`` into the store's filesets, verified, placed."""
-    temporary = store.filesets.temporary_for(task.archive_ref)
+def _archives(
+    store: Store, client: Client, tasks: list[TaskRevision], progress: Progress, limits: Limits
+) -> None:
+    """Fetch the archives of ``tasks`` into temporaries of the store's filesets, each
+    verified; only when every one passed are they placed (else all are removed)."""
+    temporaries = []
     try:
-        await fetch_archive(client, task, temporary, limits)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    store.filesets.adopt(temporary, task, limits)
+        for task in tasks:
+            temporaries.append(store.filesets.temporary_for(task.archive_ref))
+        pairs = list(zip(tasks, temporaries, strict=True))
+        work = [(t.archive_ref, partial(fetch_archive, client, t, p, limits)) for t, p in pairs]
+        run_parallel(work, progress)
+        for task, temporary in pairs:
+            store.filesets.adopt(temporary, task, limits)
+    finally:
+        for temporary in temporaries:
+            temporary.unlink(missing_ok=True)
 
 
 def _job(store: Store, client: Client, resolved: Resolved) -> tuple[JobSnapshot, dict[str, bytes]]:
