@@ -8,12 +8,16 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
-__all__ = ["S3", "s3", "s3_server", "start_server"]
+__all__ = ["S3", "make_bucket", "s3", "s3_server", "server_process", "start_server"]
 
 _BUCKETS = itertools.count()
 
@@ -65,6 +69,38 @@ def make_bucket(endpoint: str, name: str) -> None:
         aws_secret_access_key=creds["AWS_SECRET_ACCESS_KEY"],
         region_name="us-east-1",
     ).create_bucket(Bucket=name)
+
+
+_SERVE = """
+import sys
+from tests.remote_server import start_server
+server, endpoint = start_server()
+print(endpoint, flush=True)
+sys.stdin.read()  # until the parent closes it
+server.stop()
+"""
+
+
+@contextmanager
+def server_process() -> Iterator[str]:
+    """A server in a process of its own (its work not sharing this interpreter's GIL, as a
+    real object store would not): its endpoint, until the block ends."""
+    root = Path(__file__).resolve().parents[1]
+    process = subprocess.Popen(
+        [sys.executable, "-c", _SERVE],
+        cwd=root,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    try:
+        assert process.stdout is not None
+        yield process.stdout.readline().strip()
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        process.wait(timeout=30)
 
 
 @pytest.fixture(scope="session")

@@ -18,8 +18,8 @@ from pathlib import Path
 from casstore.archive.limits import Limits
 from casstore.progress import NO_PROGRESS, Progress
 from casstore.remote.client import Client
-from casstore.remote.fetch import fetch_archive, fetch_revision, resolve_remote
-from casstore.remote.objects import ref_key, value_key
+from casstore.remote.fetch import fetch_archive, fetch_pins, fetch_revision, resolve_remote
+from casstore.remote.objects import ref_key
 from casstore.remote.transfer import run_parallel
 from casstore.store.checkout import CheckoutResult, lay_out
 from casstore.store.records import TaskRevision
@@ -36,12 +36,8 @@ def remote_items(client: Client, ref: str) -> tuple[str, list[tuple[str, TaskRev
         task = fetch_revision(client, "revisions", resolved.entry.digest, named_by)
         return "task", [(resolved.key, task)]
     taskset = fetch_revision(client, "taskset_revisions", resolved.entry.digest, named_by)
-    pinned_by = value_key("taskset_revisions", taskset.digest)
-    items = [
-        (pin["task"], fetch_revision(client, "revisions", pin["revision"], pinned_by))
-        for pin in taskset.tasks
-    ]
-    return "taskset", items
+    pins = fetch_pins(client, taskset)
+    return "taskset", [(pin["task"], rev) for pin, rev in zip(taskset.tasks, pins, strict=True)]
 
 
 def checkout_remote(

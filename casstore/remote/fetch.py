@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,20 @@ from casstore.remote.objects import (
     verified_revision,
 )
 from casstore.remote.refs import read_ref
+from casstore.remote.transfer import run_parallel
 from casstore.store.fileset import in_archive
-from casstore.store.records import NamedRecord, Reference, RevisionEntry, TaskRevision
+from casstore.store.records import (
+    NamedRecord,
+    Reference,
+    RevisionEntry,
+    TaskRevision,
+    TasksetRevision,
+)
 
 __all__ = [
     "Resolved",
     "fetch_archive",
+    "fetch_pins",
     "fetch_revision",
     "fetch_revision_async",
     "fetch_snapshot",
@@ -126,6 +135,16 @@ async def fetch_revision_async(client: Client, db: str, digest: str, named_by: s
     key = value_key(db, digest)
     data = verified_bytes(client, key, await client.get_async(key), named_by)
     return verified_revision(client, db, digest, data)
+
+
+def fetch_pins(client: Client, taskset: TasksetRevision) -> list[TaskRevision]:
+    """The task revisions ``taskset`` pins, in its order, fetched in parallel and checked."""
+    named_by = value_key("taskset_revisions", taskset.digest)
+    work = [
+        (pin["task"], partial(fetch_revision_async, client, "revisions", pin["revision"], named_by))
+        for pin in taskset.tasks
+    ]
+    return run_parallel(work)
 
 
 def fetch_snapshot(client: Client, digest: str, named_by: str) -> JobSnapshot:

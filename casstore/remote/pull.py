@@ -11,8 +11,10 @@ a pull that was interrupted goes on where it stopped.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -25,6 +27,7 @@ from casstore.remote.fetch import (
     Resolved,
     fetch_archive,
     fetch_revision,
+    fetch_revision_async,
     fetch_snapshot,
     resolve_remote,
 )
@@ -80,61 +83,88 @@ def pull(
     (nothing of that pull is registered)."""
     limits = limits or Limits()
     plan = _Plan()
+    pins: dict[str, str] = {}  # task revision digest -> what names it
     for text in refs:
         resolved = resolve_remote(client, text, kinds)
         plan.names.append(resolved)
         if resolved.kind == "jobs":
             plan.jobs.append(_job(store, client, resolved))
         else:
-            _revisions(client, resolved, plan)
-    tasks = [rev for (db, _), rev in plan.revisions.items() if db == "revisions"]
-    wanted = [task for task in tasks if not store.filesets.intact(task, limits)]
+            pins |= _revisions(client, resolved, plan)
     store.index.open_for_writing()  # a read-only store refused before any file is written
-    _archives(store, client, wanted, progress, limits)
+    fetched = _tasks(store, client, pins, plan, progress, limits)
     moved = store.index.write(lambda txn: _register(txn, plan))
     return PullReport(
         remote=client.remote.url,
-        archives=len(wanted),
+        archives=fetched,
         job_values=sum(len(values) for _, values in plan.jobs),
         refs=moved,
     )
 
 
-def _revisions(client: Client, resolved: Resolved, plan: _Plan) -> None:
-    """Fetch the revision ``resolved`` names (a taskset's: its pins' too) into ``plan``."""
+def _revisions(client: Client, resolved: Resolved, plan: _Plan) -> dict[str, str]:
+    """The task revisions ``resolved`` names (a task's; a taskset's pins, its own revision
+    fetched into ``plan``), each with the key that names it."""
     named_by = ref_key(resolved.kind, resolved.key)
     if resolved.kind == "tasks":
-        db = "revisions"
-        plan.revisions[db, resolved.entry.digest] = fetch_revision(
-            client, db, resolved.entry.digest, named_by
-        )
-        return
+        return {resolved.entry.digest: named_by}
     taskset = fetch_revision(client, "taskset_revisions", resolved.entry.digest, named_by)
     plan.revisions["taskset_revisions", taskset.digest] = taskset
     pinned_by = value_key("taskset_revisions", taskset.digest)
-    for pin in taskset.tasks:
-        if ("revisions", pin["revision"]) not in plan.revisions:
-            revision = fetch_revision(client, "revisions", pin["revision"], pinned_by)
-            plan.revisions["revisions", revision.digest] = revision
+    return {pin["revision"]: pinned_by for pin in taskset.tasks}
 
 
-def _archives(
-    store: Store, client: Client, tasks: list[TaskRevision], progress: Progress, limits: Limits
-) -> None:
-    """Fetch the archives of ``tasks`` into temporaries of the store's filesets, each
-    verified; only when every one passed are they placed (else all are removed)."""
-    temporaries = []
+def _tasks(
+    store: Store,
+    client: Client,
+    pins: dict[str, str],
+    plan: _Plan,
+    progress: Progress,
+    limits: Limits,
+) -> int:
+    """Fetch the task revisions ``pins`` names into ``plan``, and each archive the store
+    lacks into a temporary of its filesets, verified, in parallel (a task's revision then its
+    archive); only when every one passed are the archives placed (else all are removed).
+    The number of archives fetched."""
+    received: list[tuple[TaskRevision, Path]] = []
     try:
-        for task in tasks:
-            temporaries.append(store.filesets.temporary_for(task.archive_ref))
-        pairs = list(zip(tasks, temporaries, strict=True))
-        work = [(t.archive_ref, partial(fetch_archive, client, t, p, limits)) for t, p in pairs]
-        run_parallel(work, progress)
-        for task, temporary in pairs:
-            store.filesets.adopt(temporary, task, limits)
+        work = [
+            (digest, partial(_task, store, client, digest, named_by, received, limits))
+            for digest, named_by in pins.items()
+        ]
+        for revision in run_parallel(work, progress):
+            plan.revisions["revisions", revision.digest] = revision
+        placing = [  # in threads: each placing waits on its folder's fsync
+            (task.archive_ref, partial(asyncio.to_thread, _place, store, task, temporary, limits))
+            for task, temporary in received
+        ]
+        run_parallel(placing, parallel=16)
     finally:
-        for temporary in temporaries:
+        for _, temporary in received:
             temporary.unlink(missing_ok=True)
+    return len(received)
+
+
+def _place(store: Store, task: TaskRevision, temporary: Path, limits: Limits) -> None:
+    store.filesets.adopt(temporary, task, limits, verified=True)  # fetch_archive verified it
+
+
+async def _task(
+    store: Store,
+    client: Client,
+    digest: str,
+    named_by: str,
+    received: list[tuple[TaskRevision, Path]],
+    limits: Limits,
+) -> TaskRevision:
+    """The task revision ``digest``, and its archive into a temporary (added to
+    ``received``) unless the store holds it intact."""
+    revision = await fetch_revision_async(client, "revisions", digest, named_by)
+    if not store.filesets.intact(revision, limits):  # a missing file: at once
+        temporary = store.filesets.temporary_for(revision.archive_ref)
+        received.append((revision, temporary))
+        await fetch_archive(client, revision, temporary, limits)
+    return revision
 
 
 def _job(store: Store, client: Client, resolved: Resolved) -> tuple[JobSnapshot, dict[str, bytes]]:

@@ -205,20 +205,26 @@ class Filesets:
             os.close(fd)
         return Path(temporary)
 
-    def adopt(self, temporary: Path, revision: TaskRevision, limits: Limits) -> bool:
+    def adopt(
+        self, temporary: Path, revision: TaskRevision, limits: Limits, verified: bool = False
+    ) -> bool:
         """Place the archive file ``temporary`` (from :meth:`temporary_for`) of ``revision``
         at its reference, as :meth:`store` places a packed one: verified (address,
-        structure, content digest; the check errors otherwise), read-only, linked, the
-        folder fsync-ed; an intact file there is kept. Whether it was written; the
-        temporary is removed in every case."""
+        structure, content digest; the check errors otherwise; ``verified``: the caller
+        verified it with :func:`~casstore.archive.read.verify_archive` already), read-only,
+        linked, the folder fsync-ed; an intact file there is kept. Whether it was written;
+        the temporary is removed in every case."""
         from casstore.archive.read import verify_archive
 
         try:
             with self._writing():
-                verified = verify_archive(temporary, revision.address, limits)
-                if str(verified.content_digest) != revision.content_digest:
-                    rule = f"content digest {verified.content_digest} != {revision.content_digest}"
-                    raise StoreError(str(temporary), rule)
+                if not verified:
+                    result = verify_archive(temporary, revision.address, limits)
+                    if str(result.content_digest) != revision.content_digest:
+                        rule = (
+                            f"content digest {result.content_digest} != {revision.content_digest}"
+                        )
+                        raise StoreError(str(temporary), rule)
                 os.chmod(temporary, 0o444)
                 final = self.path_of(revision.archive_ref)
                 final.parent.mkdir(exist_ok=True)
