@@ -169,20 +169,20 @@ def remote_jobs(options: GlobalOptions, sources: list[str]) -> Iterator[tuple[An
         yield options.store, sources
         return
     from casstore.errors import UsageError
-    from casstore.remote.api import remote_jobs as pulled
-    from casstore.remote.api import split_remote_ref
+    from casstore.remote.api import pulled_jobs, remote_refs, split_remote_ref
     from casstore.store.core import Store
 
-    with Store(options.store, create=False) as store:
+    with Store(options.store, create=False) as store:  # closed before rescore opens it
         remote = [s for s in sources if split_remote_ref(store, s) is not None]
-        if not remote:
-            yield options.store, sources
-            return
-        if len(remote) != len(sources):
-            rule = "remote jobs (NAME:JOB) are rescored without other sources"
-            raise UsageError(remote[0], rule)
-        with pulled(store, remote) as found:
-            yield found
+        named = remote_refs(store, remote) if len(remote) == len(sources) else []
+    if not remote:
+        yield options.store, sources
+        return
+    if not named:
+        rule = "remote jobs (NAME:JOB) are rescored without other sources"
+        raise UsageError(remote[0], rule)
+    with pulled_jobs(named) as found:
+        yield found
 
 
 def checkout_result(store: Store, ref: str, dest: Path, progress: Any) -> Any:

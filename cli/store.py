@@ -143,7 +143,7 @@ def ls(
     if remote is not None:
         from cli.remote import remote_rows
 
-        return _print_rows(ctx, what, remote_rows(ctx, what.value, remote), json)
+        return _print_rows(ctx, what, remote_rows(ctx, what.value, remote), json, remote)
     if what is Listing.jobs:
         from cli.jobs import ls_jobs
 
@@ -174,10 +174,19 @@ def ls(
     _print_rows(ctx, what, rows, json)
 
 
-def _print_rows(ctx: typer.Context, what: Listing, rows: list[dict[str, Any]], json: bool) -> None:
+def _print_rows(
+    ctx: typer.Context,
+    what: Listing,
+    rows: list[dict[str, Any]],
+    json: bool,
+    remote: str | None = None,
+) -> None:
     """The rows of ``ls`` (a remote's jobs as ``ls jobs`` prints a store's)."""
     if json:
         emit_json(rows)
+        return
+    if not rows and remote is not None:
+        typer.echo(f"no {what.value} on the remote {remote} (push some first)", err=True)
         return
     if not rows:
         return empty_listing(what.value, ctx.obj)

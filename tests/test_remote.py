@@ -23,7 +23,13 @@ SUITES = ("harbor-cookbook", "harbor-workshop", "terminal-bench-qc")
 
 
 def _boto(s3: S3):  # the test's own view of the bucket (the product uses obstore)
-    return boto3.client("s3", endpoint_url=s3.endpoint, region_name="us-east-1")
+    return boto3.client(
+        "s3",
+        endpoint_url=s3.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
 
 
 def _keys(s3: S3, prefix: str = "") -> dict[str, bytes]:
@@ -122,6 +128,10 @@ def test_remote_records_add_ls_rm(
     code, _, err = store_cli(capsys, root, "remote", "add", "x", "http://bucket/p")
     assert code == 2 and "s3://bucket[/prefix]" in err
     assert store_cli(capsys, root, "remote", "ls", "--json")[1] == [out]
+    listed = store_cli(capsys, root, "ls", "tasks", "--remote", "origin")
+    assert listed == (0, "", "no tasks on the remote origin (push some first)\n")
+    code, _, err = store_cli(capsys, root, "fsck", "--remote", "origin")
+    assert (code, err) == (0, "")
     assert store_cli(capsys, root, "remote", "rm", "origin")[0] == 0
     assert store_cli(capsys, root, "remote", "ls", "--json")[1] == []
     code, _, err = store_cli(capsys, root, "push", "x")
@@ -268,9 +278,37 @@ def test_job_values_checked(tmp_path: Path, s3: S3, capsys) -> None:
     )
     assert (code, code_b) == (0, 0), err
     assert far == local
+    with casstore.open_store(tmp_path / "b") as b:
+        assert casstore.rescore_remote(b, [f"origin:{report.job}"]).to_json() == local
     [table] = [k for k in _keys(s3, "r/reward_tables/")]
     data = _keys(s3, table)[table]
     _put(s3, table, _flip(data, len(data) - 3))
     code, _, err = store_cli(capsys, tmp_path / "b", "rescore", f"origin:{report.job}")
     assert code == 1 and err.startswith(f"casstore: {s3.url()}/{table}: the object's bytes hash")
     assert store_cli(capsys, tmp_path / "b", "ls", "jobs", "--json")[1] == []
+
+
+def test_credentials_from_a_profile_and_the_endpoint_option(
+    tmp_path: Path, s3: S3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No AWS_* credentials nor endpoint in the environment: the profile of the shared
+    credentials file and the remote's --endpoint-url reach the server."""
+    credentials = tmp_path / "credentials"
+    credentials.write_text(
+        "[default]\naws_access_key_id = wrong\naws_secret_access_key = wrong\n"
+        "[ci]\naws_access_key_id = testing\naws_secret_access_key = testing\n"
+    )
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    monkeypatch.setenv("AWS_PROFILE", "ci")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    from casstore.remote.client import _profile_settings
+
+    assert _profile_settings() == {"access_key_id": "testing", "secret_access_key": "testing"}
+    store = casstore.open_store(tmp_path / "a")
+    remote.add_remote(store, "origin", s3.url("p"), s3.endpoint)
+    casstore.publish(store, make_task(tmp_path / "src", "t"))
+    assert remote.push(store, ["t"]).sent == 2
+    monkeypatch.delenv("AWS_PROFILE")  # the test's own client, boto3, reads it too
+    assert sorted(_keys(s3, "p/refs/")) == ["p/refs/tasks/default/t"]

@@ -39,8 +39,10 @@ __all__ = [
     "list_remotes",
     "ls_remote",
     "pull",
+    "pulled_jobs",
     "push",
     "remote_jobs",
+    "remote_refs",
     "remove_remote",
     "split_remote_ref",
 ]
@@ -109,11 +111,22 @@ def fsck_remote(
     return _fsck(client_of(store, name), progress)
 
 
+def remote_refs(store: Store, texts: list[str]) -> list[tuple[Client, str]]:
+    """The client and REF of each ``NAME:REF`` of ``texts`` (UsageError for any other)."""
+    return [_split(store, text) for text in texts]
+
+
 @contextmanager
 def remote_jobs(store: Store, texts: list[str]) -> Iterator[tuple[Store, list[str]]]:
     """For ``rescore NAME:JOB...``: the jobs pulled, checked, into a private temporary store
     (removed afterwards; ``store`` is not written), and their ids, in order."""
-    named = [_split(store, text) for text in texts]
+    with pulled_jobs(remote_refs(store, texts)) as found:
+        yield found
+
+
+@contextmanager
+def pulled_jobs(named: list[tuple[Client, str]]) -> Iterator[tuple[Store, list[str]]]:
+    """:func:`remote_jobs` of clients and job names (:func:`remote_refs`)."""
     with (
         tempfile.TemporaryDirectory(prefix="casstore-rescore-") as scratch,
         Store(Path(scratch, "store")) as temporary,
