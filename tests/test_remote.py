@@ -312,3 +312,13 @@ def test_credentials_from_a_profile_and_the_endpoint_option(
     assert remote.push(store, ["t"]).sent == 2
     monkeypatch.delenv("AWS_PROFILE")  # the test's own client, boto3, reads it too
     assert sorted(_keys(s3, "p/refs/")) == ["p/refs/tasks/default/t"]
+
+
+def test_api_arguments_checked(tmp_path: Path, s3: S3) -> None:
+    store = _store(tmp_path / "a", s3)
+    with pytest.raises(UsageError, match="expected a Store"):
+        remote.push(str(tmp_path / "a"), ["t"])  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="expected REFs"):
+        remote.pull(store, 5)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="expected REFs"):
+        remote.push(store, [])

@@ -29,7 +29,7 @@ from casstore.remote.pull import pull as _pull
 from casstore.remote.push import PushReport
 from casstore.remote.push import push as _push
 from casstore.store.checkout import CheckoutResult
-from casstore.store.core import Store
+from casstore.store.core import Store, check_store
 
 __all__ = [
     "add_remote",
@@ -77,18 +77,29 @@ def _split(store: Store, text: str) -> tuple[Client, str]:
     return open_client(found[0]), found[1]
 
 
+def _refs(value: object) -> list[str]:
+    """``value`` as a list of REFs (one ``str``, or a sequence of them); UsageError naming
+    ``refs`` otherwise."""
+    items = [value] if isinstance(value, str) else value
+    if isinstance(items, list | tuple) and items and all(isinstance(i, str) for i in items):
+        return list(items)
+    raise UsageError("refs", f"expected REFs (str, or a list of them), not {value!r:.40}")
+
+
 def push(
     store: Store, refs: list[str], to: str | None = None, progress: Progress = NO_PROGRESS
 ) -> PushReport:
     """``casstore push REF... [--to NAME]`` (:func:`casstore.remote.push.push`)."""
-    return _push(store, client_of(store, to), refs, progress)
+    checked = check_store(store)
+    return _push(checked, client_of(checked, to), _refs(refs), progress)
 
 
 def pull(
     store: Store, refs: list[str], from_: str | None = None, progress: Progress = NO_PROGRESS
 ) -> PullReport:
     """``casstore pull REF... [--from NAME]`` (:func:`casstore.remote.pull.pull`)."""
-    return _pull(store, client_of(store, from_), refs, progress)
+    checked = check_store(store)
+    return _pull(checked, client_of(checked, from_), _refs(refs), progress)
 
 
 def checkout_remote(

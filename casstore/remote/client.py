@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import configparser
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,9 @@ from casstore.remote.config import Remote
 __all__ = ["Client", "open_client"]
 
 _CHUNK = 8 << 20
+RETRY: Any = {"max_retries": 3, "retry_timeout": timedelta(seconds=30)}
+"""A request failing for a reason worth retrying (a timeout, a 5xx) is retried 3 times within
+30 s (obstore's defaults, 10 times within 3 min, kept a wrong endpoint waiting minutes)."""
 
 
 def _profile_settings() -> dict[str, str]:
@@ -80,7 +84,11 @@ def open_client(remote: Remote) -> Client:
     options: Any = {"allow_http": True} if endpoint and endpoint.startswith("http://") else None
     try:
         store = S3Store(
-            remote.bucket, prefix=remote.prefix or None, client_options=options, **settings
+            remote.bucket,
+            prefix=remote.prefix or None,
+            client_options=options,
+            retry_config=RETRY,
+            **settings,
         )
     except Exception as error:  # obstore's configuration errors
         raise RemoteError(remote.url, f"cannot open the remote: {_line(error)}") from error
