@@ -211,9 +211,9 @@ class Filesets:
         """Place the archive file ``temporary`` (from :meth:`temporary_for`) of ``revision``
         at its reference, as :meth:`store` places a packed one: verified (address,
         structure, content digest; the check errors otherwise; ``verified``: the caller
-        verified it with :func:`~casstore.archive.read.verify_archive` already), read-only,
-        linked, the folder fsync-ed; an intact file there is kept. Whether it was written;
-        the temporary is removed in every case."""
+        verified it with :func:`~casstore.archive.read.verify_archive` already), fsync-ed,
+        read-only, linked, the folder fsync-ed; an intact file there is kept. Whether it
+        was written; the temporary is removed in every case."""
         from casstore.archive.read import verify_archive
 
         try:
@@ -225,6 +225,7 @@ class Filesets:
                             f"content digest {result.content_digest} != {revision.content_digest}"
                         )
                         raise StoreError(str(temporary), rule)
+                _fsync_file(temporary)
                 os.chmod(temporary, 0o444)
                 final = self.path_of(revision.archive_ref)
                 final.parent.mkdir(exist_ok=True)
@@ -319,6 +320,15 @@ def _verifies(path: Path, address: Digest | str, content: Digest | str, limits: 
     except (CheckError, UsageError, OSError):
         return False
     return str(verified.content_digest) == str(content)
+
+
+def _fsync_file(path: Path) -> None:
+    """fsync a file's data (written by another handle) before it is linked into place."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(path: Path) -> None:
