@@ -35,6 +35,17 @@ from casstore.comparison.api import compare
 from casstore.digest import Digest
 from casstore.errors import UsageError
 from casstore.progress import NO_PROGRESS, Progress
+from casstore.remote.api import (
+    add_remote,
+    checkout_remote,
+    fsck_remote,
+    list_remotes,
+    ls_remote,
+    pull,
+    push,
+    remote_jobs,
+    remove_remote,
+)
 from casstore.report.api import write_report
 from casstore.run.api import RunOptions, RunResult, check_run_options, run_job, score_run  # noqa: F401
 from casstore.sources import StoreArgument, check_taskset, load_trials, taskset_views
@@ -65,25 +76,34 @@ from scoring import (
 )
 
 __all__ = [
+    "add_remote",
     "check_run_options",
     "checkout",
+    "checkout_remote",
     "compare",
     "create_taskset",
     "discover_tasks",
     "export_gage",
     "extract",
     "fsck",
+    "fsck_remote",
     "gc",
     "import_jobs",
+    "list_remotes",
     "log",
+    "ls_remote",
     "open_bundle",
     "open_store",
     "pack",
     "pack_into",
     "publish",
+    "pull",
+    "push",
+    "remove_remote",
     "rename",
     "replace_taskset",
     "rescore",
+    "rescore_remote",
     "rm",
     "run_job",
     "score_run",
@@ -429,3 +449,11 @@ def rename(store: Store, old: str, new: str, kind: Kind | None = None) -> Regist
     return rename_name(
         check_store(store), arguments.text(old, "old"), arguments.text(new, "new"), kind
     )
+
+
+def rescore_remote(store: Store, jobs: Sequence[str], **options: Any) -> ScoreReport:
+    """``casstore rescore NAME:JOB...``: the jobs of the store's remotes pulled, checked, into a
+    private temporary store (``store`` is not written) and scored as :func:`rescore` scores
+    them (``options`` are its keyword arguments but ``store``)."""
+    with remote_jobs(check_store(store), arguments.names(jobs, "jobs")) as (pulled, ids):
+        return rescore(ids, pulled, **options)

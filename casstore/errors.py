@@ -24,7 +24,9 @@ Hierarchy::
     ├── StoreError               the store's index or filesets refuse an operation
     │   ├── UnknownReferenceError  no task/taskset/revision by that reference; CLI exit 2
     │   ├── PublicationError       failed after the archive was stored; carries ``prepared``
-    │   └── CorruptStoreError      a stored value does not decode, or the index file is short
+    │   ├── CorruptStoreError      a stored value does not decode, or the index file is short
+    │   └── RemoteError            a remote store refuses or fails a request (names the key)
+    │       └── CorruptRemoteError an object read from a remote fails its digest or checks
     ├── ScoringError             trials cannot be scored as asked (mixed keys, taskset mismatch)
     │   └── MetricScriptError    a custom metric.py failed, hung or wrote no JSON object
     └── RunError                 ``casstore run``: the job is busy, Harbor could not be launched
@@ -40,6 +42,7 @@ __all__ = [
     "CasstoreError",
     "CheckError",
     "CorruptArchiveError",
+    "CorruptRemoteError",
     "CorruptStoreError",
     "DigestMismatchError",
     "EntryTypeError",
@@ -47,6 +50,7 @@ __all__ = [
     "MetricScriptError",
     "NotCanonicalError",
     "PublicationError",
+    "RemoteError",
     "RewardKeyError",
     "RunError",
     "SandboxError",
@@ -249,6 +253,21 @@ class CorruptStoreError(StoreError):
     file."""
 
     kind = "corrupt_store"
+
+
+class RemoteError(StoreError):
+    """A remote store (S3-compatible object storage) refused or failed a request, or lacks an
+    object a reference names. ``path`` names the object, ``s3://bucket/prefix/key``."""
+
+    kind = "remote"
+
+
+class CorruptRemoteError(RemoteError):
+    """An object read from a remote does not hash to its digest, does not decode, or fails
+    the checks its local copy would (an archive's structure, a reward table's CRC-32s); or a
+    reference names an object the remote does not hold. Nothing read is used."""
+
+    kind = "corrupt_remote"
 
 
 class ScoringError(CasstoreError):

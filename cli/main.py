@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click.exceptions import ClickException  # type: ignore[assignment]  # same class, older home
 
 from casstore.errors import CasstoreError, UsageError, failed_os_call, printable
-from cli import archive, bundle, compare, demo, jobs, names, report, rescore, store
+from cli import archive, bundle, compare, demo, jobs, names, remote, report, rescore, store
 from cli import run as run_command
 from cli.coerce import light_coercion
 from cli.help import prepare_help, shows_help, tidy_help
@@ -99,6 +99,7 @@ rescore.register(app)
 compare.register(app)
 report.register(app)
 bundle.register(app)
+remote.register(app)
 demo.register(app)
 run_command.register(app)
 app.add_typer(verifier_app, name="verifier")

@@ -337,6 +337,7 @@ def rescore(
     """
     from casstore import api  # here: for start-up time (NumPy, scoring)
     from cli.bundle import bundle_options
+    from cli.remote import remote_jobs
     from scoring import check_options
 
     options: GlobalOptions = ctx.obj
@@ -353,10 +354,8 @@ def rescore(
         "metrics": metrics,
         "metric_timeout": metric_timeout,
     } | bundle_options(ctx, sources)
-    with progress_bar("rescore", every=64) as bar:  # only on a terminal
-        report = api.rescore(
-            sources, options.store, taskset=taskset, progress=bar, bundle=bundle, **chosen
-        )
+    with remote_jobs(options, sources) as (store, found), progress_bar("rescore", every=64) as bar:
+        report = api.rescore(found, store, taskset=taskset, progress=bar, bundle=bundle, **chosen)
     if json:
         emit_json(report.to_json())
     else:

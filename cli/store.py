@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 __all__ = ["plural", "register", "store_of"]
 
 WorkspaceOption = Annotated[str, typer.Option("--workspace", "-w", help="Workspace of the names.")]
+RemoteOption = Annotated[
+    str | None, typer.Option("--remote", help="Of the remote NAME (casstore remote add).")
+]
 
 
 def store_of(ctx: typer.Context, create: bool = False) -> Store:
@@ -151,11 +154,17 @@ def ls(
             "--all", "-a", help="Every revision of each name, newest first, with its time."
         ),
     ] = False,
+    remote: RemoteOption = None,
     long: LongOption = False,
     json: JsonOption = False,
 ) -> None:
     """List tasks or tasksets with their latest revision (--all: every revision), or
-    imported Harbor jobs."""
+    imported Harbor jobs (of a remote: --remote NAME)."""
+    if remote is not None:
+        from cli.remote import remote_rows
+
+        rows = remote_rows(ctx, what.value, remote)
+        return _print_rows(ctx, what, rows, json, every=False, long=long, remote=remote)
     if what is Listing.jobs:
         from cli.jobs import ls_jobs
 
@@ -167,8 +176,25 @@ def ls(
         else:
             listed = [(record, revision, None) for record, revision in names.list(workspace)]
     rows = [_ls_row(record, revision, entry) for record, revision, entry in listed]
+    _print_rows(ctx, what, rows, json, every=every, long=long)
+
+
+def _print_rows(
+    ctx: typer.Context,
+    what: Listing,
+    rows: list[dict[str, Any]],
+    json: bool,
+    *,
+    every: bool,
+    long: bool,
+    remote: str | None = None,
+) -> None:
+    """The rows of ``ls`` (a remote's jobs as ``ls jobs`` prints a store's)."""
     if json:
         emit_json(rows)
+        return
+    if not rows and remote is not None:
+        typer.echo(f"no {what.value} on the remote {remote} (push some first)", err=True)
         return
     if not rows:
         return empty_listing(what.value, ctx.obj)
@@ -198,6 +224,8 @@ def _ls_row(
 def _ls_line(row: dict[str, Any], every: bool) -> str:
     """``<ref>#<revision>  <native id or task count>``; with ``--all`` the time the revision
     became latest instead of the native id (a line fits 100 columns), and ``latest``."""
+    if "job" in row:  # a remote's job (``ls jobs --remote``)
+        return f"{row['name']}  {row['job']}  {row['trials']} trials"
     if not every:
         detail = row["id"] if "id" in row else plural(row["tasks"], "task")
         return f"{row['ref']}#{row['revision']}  {detail}"
@@ -248,24 +276,32 @@ taskset_app.command(
 
 def checkout(
     ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(help="Taskset or task reference.")],
+    ref: Annotated[str, typer.Argument(help="Taskset or task reference; NAME:REF on a remote.")],
     dest: DestArgument,
     json: JsonOption = False,
 ) -> None:
-    """Verify, extract and validate every task of REF into DEST/<task dir>/."""
+    """Verify, extract and validate every task of REF into DEST/<task dir>/ (NAME:REF:
+    straight from the remote NAME, nothing kept in the store)."""
+    from cli.remote import checkout_result
+
     with store_of(ctx) as store, progress_bar("checkout") as bar:
-        result = store.checkout(ref, dest, bar)
+        result = checkout_result(store, ref, dest, bar)
     if json:
         emit_json(result.model_dump())
         return
     out_console.print(f"ok {plural(len(result.tasks), 'task')} → {result.dest}")
 
 
-def fsck(ctx: typer.Context, json: JsonOption = False) -> None:
+def fsck(ctx: typer.Context, remote: RemoteOption = None, json: JsonOption = False) -> None:
     """Re-verify every archive and reference, and the imported jobs' records, reward tables
-    and evidence (never modifies); exit 1 on problems."""
+    and evidence (never modifies; --remote NAME: every object of that remote); exit 1 on
+    problems."""
     from casstore import api
 
+    if remote is not None:
+        from cli.remote import fsck_remote
+
+        return fsck_remote(ctx, remote, json)
     with store_of(ctx) as store, progress_bar("fsck") as bar:
         report = api.fsck(store, bar)
     if json:

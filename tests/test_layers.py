@@ -12,6 +12,7 @@ Layers, bottom first (README, "Architecture"); each may import the ones it lists
     store     casstore.store          base, archive
     table     casstore.table          base (the reward table: import's output, scoring's input)
     trials    casstore.trials         base, archive, store, table
+    remote    casstore.remote         base, archive, store, table, trials (S3 remotes)
     scoring   scoring                 base, table (it reads the reward table only)
     bundle    casstore.bundle         base, archive, table, trials, scoring (run bundles,
                                       read back as sources, GAGE export)
@@ -56,6 +57,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("store", ("casstore.store",)),
     ("table", ("casstore.table",)),
     ("trials", ("casstore.trials",)),
+    ("remote", ("casstore.remote",)),
     ("scoring", ("scoring",)),
     ("bundle", ("casstore.bundle",)),
     ("sources", ("casstore.sources", "casstore.origins")),
@@ -74,6 +76,7 @@ BELOW_API = {
     "store",
     "table",
     "trials",
+    "remote",
     "scoring",
     "bundle",
 }
@@ -87,6 +90,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "store": {"base", "archive"},
     "table": {"base"},
     "trials": {"base", "archive", "store", "table"},
+    "remote": {"base", "archive", "store", "table", "trials"},
     "scoring": {"base", "table"},
     "bundle": {"base", "archive", "table", "trials", "scoring"},
     "sources": BELOW_API,

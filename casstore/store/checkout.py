@@ -25,7 +25,7 @@ from casstore.store.handle import StoreHandle
 from casstore.store.lookup import resolve
 from casstore.store.records import TaskRevision
 
-__all__ = ["CheckoutResult", "checkout", "load_harbor_task"]
+__all__ = ["CheckoutResult", "checkout", "lay_out", "load_harbor_task"]
 
 
 class CheckoutResult(BaseModel):
@@ -60,15 +60,30 @@ def checkout(
     (DigestMismatchError, CorruptArchiveError, ...) for an archive that fails verification.
     """
     kind, items = resolve(store, ref)
-    dirs = [revision.dir_name for _, revision in items]
+    located = [
+        (task, revision, store.filesets.path_of(revision.archive_ref)) for task, revision in items
+    ]
+    return lay_out(ref, kind, located, dest, progress)
+
+
+def lay_out(
+    ref: str,
+    kind: str,
+    items: list[tuple[str, TaskRevision, Path]],
+    dest: Path,
+    progress: Progress = NO_PROGRESS,
+) -> CheckoutResult:
+    """The dataset of ``items`` (``(task key, revision, archive file)``) laid out in ``dest``
+    as :func:`checkout` lays it out: each archive verified while it is extracted, its task
+    loaded with Harbor, the whole moved into place only when every one passed."""
+    dirs = [revision.dir_name for _, revision, _ in items]
     if len(set(dirs)) != len(dirs):
         raise StoreError(ref, "two tasks share a directory name; cannot lay them out")
     destination = Destination(dest)
     rows = []
     try:
         progress.start(len(items))
-        for position, (task, revision) in enumerate(items):
-            path = store.filesets.path_of(revision.archive_ref)
+        for position, (task, revision, path) in enumerate(items):
             _extract_task(path, revision, destination.staging, position)
             rows.append(
                 {

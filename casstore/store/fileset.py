@@ -171,7 +171,9 @@ class Filesets:
                 ref = ArchiveRef(workspace, fileset, relative)
                 final = self.path_of(ref)
                 final.parent.mkdir(exist_ok=True)
-                written, repaired = _place(Path(temporary), final, result, limits)
+                written, repaired = _place(
+                    Path(temporary), final, result.address, result.content_digest, limits
+                )
                 _fsync_dir(final.parent)
             finally:
                 Path(temporary).unlink(missing_ok=True)
@@ -192,6 +194,48 @@ class Filesets:
             if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS) or refused:
                 raise os_write_failure(self.root.parent, error) from error
             raise
+
+    def temporary_for(self, ref: ArchiveRef | str) -> Path:
+        """A new empty temporary file (``.tmp-*``, which gc removes when left) in the folder
+        of the archive ``ref``, for bytes received from elsewhere (:meth:`adopt`)."""
+        with self._writing():
+            folder = self.path_of(ref).parent.parent
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, temporary = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=folder)
+            os.close(fd)
+        return Path(temporary)
+
+    def adopt(
+        self, temporary: Path, revision: TaskRevision, limits: Limits, verified: bool = False
+    ) -> bool:
+        """Place the archive file ``temporary`` (from :meth:`temporary_for`) of ``revision``
+        at its reference, as :meth:`store` places a packed one: verified (address,
+        structure, content digest; the check errors otherwise; ``verified``: the caller
+        verified it with :func:`~casstore.archive.read.verify_archive` already), fsync-ed,
+        read-only, linked, the folder fsync-ed; an intact file there is kept. Whether it
+        was written; the temporary is removed in every case."""
+        from casstore.archive.read import verify_archive
+
+        try:
+            with self._writing():
+                if not verified:
+                    result = verify_archive(temporary, revision.address, limits)
+                    if str(result.content_digest) != revision.content_digest:
+                        rule = (
+                            f"content digest {result.content_digest} != {revision.content_digest}"
+                        )
+                        raise StoreError(str(temporary), rule)
+                _fsync_file(temporary)
+                os.chmod(temporary, 0o444)
+                final = self.path_of(revision.archive_ref)
+                final.parent.mkdir(exist_ok=True)
+                written, _ = _place(
+                    temporary, final, revision.address, revision.content_digest, limits
+                )
+                _fsync_dir(final.parent)
+        finally:
+            temporary.unlink(missing_ok=True)
+        return written
 
     def intact(self, revision: TaskRevision, limits: Limits) -> bool:
         """True when ``revision``'s archive file exists and passes verification (address,
@@ -232,8 +276,11 @@ class Filesets:
             parent = parent.parent
 
 
-def _place(temporary: Path, final: Path, result: PackResult, limits: Limits) -> tuple[bool, bool]:
-    """Hard-link the archive file ``temporary`` (of ``result``) at its address ``final``:
+def _place(
+    temporary: Path, final: Path, address: Digest | str, content: Digest | str, limits: Limits
+) -> tuple[bool, bool]:
+    """Hard-link the archive file ``temporary`` (``address``, ``content`` digest) at its
+    address ``final``:
     ``(written, repaired)``. A file already there that passes verification is kept
     ``(False, False)``; one that fails it is replaced by ``temporary``, verified first
     ``(True, True)``."""
@@ -242,9 +289,9 @@ def _place(temporary: Path, final: Path, result: PackResult, limits: Limits) -> 
     try:
         os.link(temporary, final)
     except FileExistsError:
-        if _verifies(final, result.address, result.content_digest, limits):
+        if _verifies(final, address, content, limits):
             return False, False
-        verify_archive(temporary, result.address, limits)
+        verify_archive(temporary, address, limits)
         os.replace(temporary, final)
         return True, True
     return True, False
@@ -273,6 +320,15 @@ def _verifies(path: Path, address: Digest | str, content: Digest | str, limits: 
     except (CheckError, UsageError, OSError):
         return False
     return str(verified.content_digest) == str(content)
+
+
+def _fsync_file(path: Path) -> None:
+    """fsync a file's data (written by another handle) before it is linked into place."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(path: Path) -> None:

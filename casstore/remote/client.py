@@ -1,0 +1,203 @@
+"""The object-store client of a remote: obstore's ``S3Store``, and what its failures become.
+
+Credentials and settings come as the AWS tools read them: ``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION`` (obstore reads the
+environment), else the profile ``AWS_PROFILE`` (default ``default``) of the shared credentials
+file (``AWS_SHARED_CREDENTIALS_FILE``, default ``~/.aws/credentials``) and its region in
+``~/.aws/config`` (``AWS_CONFIG_FILE``). The endpoint is the remote's ``--endpoint-url``, else
+``AWS_ENDPOINT_URL``; an ``http://`` endpoint is allowed (a local server), path-style requests
+are used with any endpoint given.
+
+Every failure is :class:`~casstore.errors.RemoteError` naming the object,
+``s3://bucket/prefix/key``. Objects are written create-only (:meth:`Client.put_new`: an
+existing key is never overwritten) and refs by conditional writes (:meth:`Client.put_ref`:
+``If-Match`` the ETag read, ``If-None-Match: *`` for a new ref).
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import obstore
+from obstore.exceptions import AlreadyExistsError, PreconditionError
+from obstore.store import S3Store
+
+from casstore.errors import RemoteError
+from casstore.remote.config import Remote
+
+__all__ = ["Client", "open_client"]
+
+_CHUNK = 8 << 20
+RETRY: Any = {"max_retries": 3, "retry_timeout": timedelta(seconds=30)}
+"""A request failing for a reason worth retrying (a timeout, a 5xx) is retried 3 times within
+30 s (obstore's defaults, 10 times within 3 min, kept a wrong endpoint waiting minutes)."""
+
+
+def _profile_settings() -> dict[str, str]:
+    """Credentials and region of the AWS profile, when the environment names none."""
+    if os.environ.get("AWS_ACCESS_KEY_ID"):
+        return {}
+    profile = os.environ.get("AWS_PROFILE", "default")
+    found: dict[str, str] = {}
+    home = Path.home() / ".aws"
+    files = (
+        (os.environ.get("AWS_SHARED_CREDENTIALS_FILE", str(home / "credentials")), profile),
+        (os.environ.get("AWS_CONFIG_FILE", str(home / "config")), _config_section(profile)),
+    )
+    keys = {
+        "aws_access_key_id": "access_key_id",
+        "aws_secret_access_key": "secret_access_key",
+        "aws_session_token": "token",
+        "region": "region",
+    }
+    for path, section in files:
+        parser = configparser.ConfigParser()
+        try:
+            parser.read(path)
+        except configparser.Error as error:
+            raise RemoteError(path, f"the AWS settings file does not parse: {error}") from error
+        if parser.has_section(section):
+            for name, option in keys.items():
+                value = parser.get(section, name, fallback=None)
+                if value and option not in found:
+                    found[option] = value
+    return found
+
+
+def _config_section(profile: str) -> str:
+    return "default" if profile == "default" else f"profile {profile}"
+
+
+def open_client(remote: Remote) -> Client:
+    """The client of ``remote`` (see the module docstring)."""
+    settings: dict[str, Any] = dict(_profile_settings())
+    endpoint = remote.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        settings["endpoint"] = endpoint
+        settings["virtual_hosted_style_request"] = False
+    if not (settings.get("region") or os.environ.get("AWS_REGION")):
+        settings["region"] = os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+    options: Any = {"allow_http": True} if endpoint and endpoint.startswith("http://") else None
+    try:
+        store = S3Store(
+            remote.bucket,
+            prefix=remote.prefix or None,
+            client_options=options,
+            retry_config=RETRY,
+            **settings,
+        )
+    except Exception as error:  # obstore's configuration errors
+        raise RemoteError(remote.url, f"cannot open the remote: {_line(error)}") from error
+    return Client(remote, store)
+
+
+def _line(error: BaseException) -> str:
+    """The first line of an obstore error (they carry a multi-line debug dump)."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+class Client:
+    """Requests to one remote; every method names the key it failed on."""
+
+    def __init__(self, remote: Remote, store: S3Store) -> None:
+        self.remote = remote
+        self.store = store
+
+    def where(self, key: str) -> str:
+        """``s3://bucket/prefix/key``: how errors name an object."""
+        return f"{self.remote.url.rstrip('/')}/{key}"
+
+    def failed(self, key: str, error: BaseException) -> RemoteError:
+        """The RemoteError of a request on ``key`` that raised ``error``."""
+        return RemoteError(self.where(key), _line(error))
+
+    def get(self, key: str) -> bytes | None:
+        """The bytes of ``key``, None when the remote holds no such object."""
+        try:
+            return bytes(obstore.get(self.store, key).bytes())
+        except FileNotFoundError:
+            return None
+        except Exception as error:
+            raise self.failed(key, error) from error
+
+    async def get_async(self, key: str) -> bytes | None:
+        """:meth:`get`, awaited."""
+        try:
+            result = await obstore.get_async(self.store, key)
+            return bytes(await result.bytes_async())
+        except FileNotFoundError:
+            return None
+        except Exception as error:
+            raise self.failed(key, error) from error
+
+    async def download_async(self, key: str, out: Any) -> int | None:
+        """Stream ``key`` into the binary file ``out`` in 8 MiB chunks: its size, None when
+        the remote holds no such object."""
+        try:
+            result = await obstore.get_async(self.store, key)
+            size = 0
+            async for chunk in result.stream(min_chunk_size=_CHUNK):
+                out.write(memoryview(chunk))
+                size += len(chunk)
+            return size
+        except FileNotFoundError:
+            return None
+        except Exception as error:
+            raise self.failed(key, error) from error
+
+    def get_ref(self, key: str) -> tuple[bytes, str] | None:
+        """The bytes and ETag of the ref ``key``; None when there is none."""
+        try:
+            result = obstore.get(self.store, key)
+            data = bytes(result.bytes())
+        except FileNotFoundError:
+            return None
+        except Exception as error:
+            raise self.failed(key, error) from error
+        etag = result.meta.get("e_tag")
+        if not etag:
+            raise RemoteError(self.where(key), "the server gave the ref no ETag")
+        return data, etag
+
+    def put_ref(self, key: str, data: bytes, etag: str | None) -> bool:
+        """Write the ref ``key`` only when it still has ``etag`` (None: only when it does not
+        exist): True when written, False when another writer came first (read it again)."""
+        mode: Any = "create" if etag is None else {"e_tag": etag}
+        try:
+            obstore.put(self.store, key, data, mode=mode)
+        except (AlreadyExistsError, PreconditionError):
+            return False
+        except Exception as error:
+            raise self.failed(key, error) from error
+        return True
+
+    async def put_new_async(self, key: str, data: bytes | Path) -> bool:
+        """Write ``key`` create-only (bytes, or a file's): True when written, False when the
+        remote holds it already (never overwritten)."""
+        try:
+            body: Any = data if isinstance(data, bytes) else data.open("rb")
+            try:
+                await obstore.put_async(self.store, key, body, mode="create")
+            finally:
+                if not isinstance(data, bytes):
+                    body.close()
+        except AlreadyExistsError:
+            return False
+        except Exception as error:
+            raise self.failed(key, error) from error
+        return True
+
+    def list(self, prefix: str) -> dict[str, int]:
+        """Every key under ``prefix`` (``a/`` style) with its size."""
+        found: dict[str, int] = {}
+        try:
+            for batch in obstore.list(self.store, prefix=prefix or None):
+                for meta in batch:
+                    found[meta["path"]] = meta["size"]
+        except Exception as error:
+            raise self.failed(prefix, error) from error
+        return found

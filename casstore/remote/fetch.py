@@ -1,0 +1,176 @@
+"""Reading a remote: a REF resolved through its refs, and revisions, archives and job
+snapshots fetched, each checked before it is used (:mod:`casstore.remote.objects`).
+
+A REF is tried as a taskset, then a task (``[workspace/]name[#digest]``, the digest one of the
+ref's history), then a job (its id, or the name its latest snapshot's record gives). An
+archive is streamed into a file and read by the reader ``verify`` uses (address, structure,
+content digest); anything that fails is :class:`~casstore.errors.CorruptRemoteError` naming
+the remote object, and the file is the caller's to drop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from casstore.archive.limits import Limits
+from casstore.errors import (
+    CheckError,
+    CorruptRemoteError,
+    UnknownReferenceError,
+    UsageError,
+)
+from casstore.remote.client import Client
+from casstore.remote.jobdata import JobSnapshot
+from casstore.remote.objects import (
+    archive_key,
+    ref_key,
+    value_key,
+    verified_bytes,
+    verified_revision,
+)
+from casstore.remote.refs import read_ref
+from casstore.remote.transfer import run_parallel
+from casstore.store.fileset import in_archive
+from casstore.store.records import (
+    NamedRecord,
+    Reference,
+    RevisionEntry,
+    TaskRevision,
+    TasksetRevision,
+)
+
+__all__ = [
+    "Resolved",
+    "fetch_archive",
+    "fetch_pins",
+    "fetch_revision",
+    "fetch_revision_async",
+    "fetch_snapshot",
+    "resolve_remote",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A REF on a remote: ``kind`` (``tasksets``, ``tasks``, ``jobs``), ``key`` (its ref's
+    name key), its ref ``record`` and the ``entry`` chosen (the latest, or the digest named)."""
+
+    kind: str
+    key: str
+    record: NamedRecord
+    entry: RevisionEntry
+
+
+def resolve_remote(client: Client, text: str, kinds: tuple[str, ...]) -> Resolved:
+    """``text`` resolved among ``kinds`` (in that order; see the module docstring).
+    UnknownReferenceError when none has that name or revision; CorruptRemoteError for a
+    damaged ref."""
+    try:
+        ref: Reference | None = Reference.parse(text)
+    except UsageError:
+        if "jobs" not in kinds:
+            raise
+        ref = None
+    for kind in kinds:
+        if kind == "jobs":
+            found = _job_ref(client, text)
+        elif ref is not None:
+            read = read_ref(client, kind, ref.key)
+            found = None if read is None else (ref.key, read[0])
+        else:
+            found = None
+        if found is not None:
+            key, record = found
+            return Resolved(kind, key, record, _entry(record, ref if kind != "jobs" else None))
+    what = " or ".join(kind.removesuffix("s") for kind in kinds)
+    rule = f"no {what} of that name on the remote {client.remote.name}"
+    raise UnknownReferenceError(text, rule)
+
+
+def _entry(record: NamedRecord, ref: Reference | None) -> RevisionEntry:
+    """The history entry ``ref`` names (its digest, else the latest)."""
+    if ref is None or ref.digest is None:
+        return record.history[-1]
+    for entry in reversed(record.history):
+        if entry.digest == ref.digest:
+            return entry
+    raise UnknownReferenceError(str(ref), "no such revision of that name on the remote")
+
+
+def _job_ref(client: Client, text: str) -> tuple[str, NamedRecord] | None:
+    """The job ref of id ``text``, else the one whose latest snapshot's job is named so."""
+    if "/" not in text:
+        read = read_ref(client, "jobs", text)
+        if read is not None:
+            return text, read[0]
+    named = []
+    for key in sorted(client.list("refs/jobs/")):
+        job_id = key.removeprefix("refs/jobs/")
+        read = read_ref(client, "jobs", job_id)
+        if read is None:
+            continue
+        snapshot = fetch_snapshot(client, read[0].latest, ref_key("jobs", job_id))
+        job = snapshot.job()
+        if job.name == text or text in (job.aliases or []):
+            named.append((job_id, read[0]))
+    if len(named) > 1:
+        raise UnknownReferenceError(text, f"{len(named)} jobs have that name; use the id")
+    return named[0] if named else None
+
+
+def fetch_revision(client: Client, db: str, digest: str, named_by: str) -> Any:
+    """The revision ``digest`` of ``db`` (``revisions``, ``taskset_revisions``) that
+    ``named_by`` names, checked (CorruptRemoteError when missing or damaged)."""
+    key = value_key(db, digest)
+    data = verified_bytes(client, key, client.get(key), named_by)
+    return verified_revision(client, db, digest, data)
+
+
+async def fetch_revision_async(client: Client, db: str, digest: str, named_by: str) -> Any:
+    """:func:`fetch_revision`, awaited."""
+    key = value_key(db, digest)
+    data = verified_bytes(client, key, await client.get_async(key), named_by)
+    return verified_revision(client, db, digest, data)
+
+
+def fetch_pins(client: Client, taskset: TasksetRevision) -> list[TaskRevision]:
+    """The task revisions ``taskset`` pins, in its order, fetched in parallel and checked."""
+    named_by = value_key("taskset_revisions", taskset.digest)
+    work = [
+        (pin["task"], partial(fetch_revision_async, client, "revisions", pin["revision"], named_by))
+        for pin in taskset.tasks
+    ]
+    return run_parallel(work)
+
+
+def fetch_snapshot(client: Client, digest: str, named_by: str) -> JobSnapshot:
+    """The job snapshot ``digest`` that ``named_by`` names, checked."""
+    key = value_key("jobs", digest)
+    data = verified_bytes(client, key, client.get(key), named_by)
+    return JobSnapshot.decode(client, digest, data)
+
+
+async def fetch_archive(client: Client, revision: TaskRevision, out: Path, limits: Limits) -> None:
+    """Stream the archive of ``revision`` into the new file ``out`` and verify it there
+    (address, structure, content digest); CorruptRemoteError naming the remote object when
+    it is missing or fails."""
+    from casstore.archive.read import verify_archive  # here: ``ls --remote`` needs no reader
+
+    key = archive_key(revision.archive_ref)
+    with out.open("wb") as handle:
+        size = await client.download_async(key, handle)
+    if size is None:
+        named_by = value_key("revisions", revision.digest)
+        raise CorruptRemoteError(client.where(key), f"missing (named by {named_by})")
+    try:
+        result = await asyncio.to_thread(verify_archive, out, revision.address, limits)
+    except CheckError as error:
+        in_archive(error, out)
+        raise CorruptRemoteError(client.where(key), error.rule) from error
+    if str(result.content_digest) != revision.content_digest:
+        rule = f"content digest {result.content_digest}, expected {revision.content_digest}"
+        raise CorruptRemoteError(client.where(key), rule)
