@@ -225,6 +225,15 @@ def test_refusals_change_nothing(tmp_path: Path, capsys) -> None:
             "digits, '_', '-', '.'; not '.' or '..')",
         ),
         (["log", "nosuch"], "default/nosuch: no taskset or task of that name"),
+        # an empty argument is named as '' (the line used to start with the rule)
+        (
+            ["rm", ""],
+            "'': not a valid name (1 to 255 ASCII letters, digits, '_', '-', '.'; not '.' or '..')",
+        ),
+        (
+            ["rename", "b", ""],
+            "'': not a valid name (1 to 255 ASCII letters, digits, '_', '-', '.'; not '.' or '..')",
+        ),
     ]:
         code, out, err = store_cli(capsys, store, *argv)
         assert (code, out, err) == (2, "", f"casstore: {message}\n"), argv
