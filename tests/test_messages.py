@@ -5,6 +5,7 @@ its kind; a refusal creates nothing."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,21 @@ def test_rescore_of_a_plain_file_says_it_is_no_job_directory_nor_trials_file(
     assert err == (
         f"casstore: {data}: a file, neither a Harbor job directory nor a trials .jsonl file\n"
     )
+
+
+@pytest.mark.parametrize("with_store", [False, True])
+def test_rescore_of_a_fifo_or_device_says_it_is_no_regular_file(
+    capsys, tmp_path: Path, with_store: bool
+) -> None:
+    """It was looked up as a job name: `no casstore store here`, or `no imported job`."""
+    store = tmp_path / "store"
+    if with_store:
+        store_cli(capsys, store, "publish", str(make_task(tmp_path)))
+    fifo = tmp_path / "trials"
+    os.mkfifo(fifo)
+    for source, kind in [(str(fifo), "a FIFO"), ("/dev/null", "a character device")]:
+        code, out, err = store_cli(capsys, store, "rescore", source)
+        assert (code, out, err) == (2, "", f"casstore: {source}: not a regular file ({kind})\n")
 
 
 def test_rescore_and_import_name_a_terminal_bench_1_results_file(capsys, tmp_path: Path) -> None:
