@@ -156,6 +156,23 @@ def test_checkout_under_a_file_names_the_file_and_makes_nothing(capsys, tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "store", "task"]
 
 
+def test_checkout_and_extract_under_a_file_name_it_as_given(
+    capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative DEST under a file: the file named as the user wrote it (README: `checkout REF
+    afile/sub`: `afile/sub: afile is not a directory`), not as an absolute path."""
+    store = tmp_path / "store"
+    store_cli(capsys, store, "publish", str(make_task(tmp_path)))
+    archive = tmp_path / "t.tar.gz"
+    assert run_cli(capsys, "pack", str(tmp_path / "task"), "-o", str(archive))[0] == 0
+    monkeypatch.chdir(tmp_path)
+    Path("afile").write_text("x\n")
+    for argv in (["checkout", "task"], ["extract", str(archive)]):
+        for dest in ("afile/sub", "afile/sub/deeper"):
+            code, out, err = store_cli(capsys, store, *argv, dest)
+            assert (code, out, err) == (2, "", f"casstore: {dest}: afile is not a directory\n")
+
+
 def test_verifier_init_of_a_file_says_it_is_not_a_directory(capsys, tmp_path: Path) -> None:
     afile = tmp_path / "afile"
     afile.write_text("x\n")
