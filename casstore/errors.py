@@ -80,7 +80,8 @@ class CasstoreError(Exception):
     def __init__(self, path: str | None, rule: str) -> None:
         self.path = path
         self.rule = rule
-        super().__init__(f"{path}: {rule}" if path else rule)
+        # an empty argument is named as '' (else the line would start with the rule)
+        super().__init__(rule if path is None else f"{path or repr('')}: {rule}")
 
     def located(self, path: str) -> CasstoreError:
         """Name ``path`` (e.g. the archive file) when the error named no entry; returns self."""

@@ -33,6 +33,8 @@ them; :func:`taskset_views` returns the views declared by the taskset's task rev
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -43,6 +45,7 @@ import numpy as np
 from casstore.bundle.read import is_bundle, open_bundle
 from casstore.bundle.samples import Details
 from casstore.errors import ScoringError, UnknownReferenceError, UsageError
+from casstore.inputs import not_regular
 from casstore.origins import Origins
 from casstore.progress import NO_PROGRESS, Progress
 from casstore.store import Store, TaskRevision
@@ -264,14 +267,22 @@ def _lookup(
 ) -> Iterator[None]:
     """Looking ``source`` up in the store, where ``not_found`` means it is not there (no
     store, or no job of that name): a ``source`` that looks like a path (holds ``/`` or ends
-    with ``.jsonl``) and names nothing is reported as a missing path instead, and an existing
-    file as a file that holds no trials (:func:`~casstore.trials.find.not_a_job_file`)."""
+    with ``.jsonl``) and names nothing is reported as a missing path instead, an existing
+    file as a file that holds no trials (:func:`~casstore.trials.find.not_a_job_file`), and a
+    FIFO, device or socket as not a regular file."""
     try:
         yield
     except not_found:
         text = str(source)
         if Path(source).is_file():
             raise not_a_job_file(source) from None
+        try:
+            mode = os.stat(source).st_mode
+        except OSError:
+            mode = None
+        problem = None if mode is None or stat.S_ISDIR(mode) else not_regular(mode)
+        if problem:  # a FIFO or a device: named as one, never looked up as a job name
+            raise UsageError(text, problem) from None
         if ("/" in text or text.endswith(".jsonl")) and not Path(source).exists():
             raise UsageError(text, "no such file or directory") from None
         raise

@@ -68,7 +68,7 @@ def pack(
     """Pack task directories into deterministic archives; print each address.
 
     -o FILE: the compression its name says, else gzip; -c may not contradict it.
-    .tar.gz .tgz .gz gzip, .tar.zst .tzst .zst zstd, .tar none.
+    .tar.gz .tgz .gz gzip, .tar.zst .tzst .zst zstd, .tar none; .xz .bz2 .zip etc. refused.
     -o OUTDIR: the compression -c says, default gzip."""
     if len(task_dirs) > 1 or output.is_dir():
         chosen = compression or "gzip"

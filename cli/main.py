@@ -156,6 +156,8 @@ def run(argv: list[str] | None = None) -> int:
         if not lines:
             return error.exit_code
         message = " ".join(line.strip() for line in lines if line.strip())
+        # typer converts through pydantic, whose wording of a refused value it passes on
+        message = message.replace(": Value error, ", ": ", 1)
         return _failed(args, UsageError(None, message), error.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         return fail("interrupted", 130).exit_code

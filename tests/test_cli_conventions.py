@@ -95,6 +95,31 @@ def test_store_without_a_value_is_bad_usage(capsys: pytest.CaptureFixture[str]) 
     assert err == "casstore: --store: needs a value (the store directory)\n"
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["ls", "bogus"],
+            "Invalid value for 'what': 'bogus' is not one of 'tasks', 'tasksets', 'jobs'.",
+        ),
+        (
+            ["pack", ".", "-o", "x.tar", "-c", "bz2"],
+            "Invalid value for '--compression' / '-c': 'bz2' is not one of 'gzip', 'zstd', 'none'.",
+        ),
+        (
+            ["log", "x", "--kind", "tasks"],
+            "Invalid value for '--kind': 'tasks' is not one of 'task', 'taskset'.",
+        ),
+    ],
+)
+def test_a_bad_choice_is_one_line_without_pydantics_words(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    """typer words a refused choice as pydantic does (`Value error, 'x' is not one of ...`)."""
+    code, out, err = run_cli(capsys, *argv)
+    assert (code, out, err) == (2, "", f"casstore: {message}\n")
+
+
 def test_an_argument_after_double_dash_is_not_an_option(
     store: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -5,6 +5,7 @@ its kind; a refusal creates nothing."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,21 @@ def test_rescore_of_a_plain_file_says_it_is_no_job_directory_nor_trials_file(
     assert err == (
         f"casstore: {data}: a file, neither a Harbor job directory nor a trials .jsonl file\n"
     )
+
+
+@pytest.mark.parametrize("with_store", [False, True])
+def test_rescore_of_a_fifo_or_device_says_it_is_no_regular_file(
+    capsys, tmp_path: Path, with_store: bool
+) -> None:
+    """It was looked up as a job name: `no casstore store here`, or `no imported job`."""
+    store = tmp_path / "store"
+    if with_store:
+        store_cli(capsys, store, "publish", str(make_task(tmp_path)))
+    fifo = tmp_path / "trials"
+    os.mkfifo(fifo)
+    for source, kind in [(str(fifo), "a FIFO"), ("/dev/null", "a character device")]:
+        code, out, err = store_cli(capsys, store, "rescore", source)
+        assert (code, out, err) == (2, "", f"casstore: {source}: not a regular file ({kind})\n")
 
 
 def test_rescore_and_import_name_a_terminal_bench_1_results_file(capsys, tmp_path: Path) -> None:
@@ -138,6 +154,23 @@ def test_checkout_under_a_file_names_the_file_and_makes_nothing(capsys, tmp_path
         code, out, err = store_cli(capsys, store, "checkout", "task", str(dest))
         assert (code, out, err) == (2, "", f"casstore: {dest}: {afile} is not a directory\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "store", "task"]
+
+
+def test_checkout_and_extract_under_a_file_name_it_as_given(
+    capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative DEST under a file: the file named as the user wrote it (README: `checkout REF
+    afile/sub`: `afile/sub: afile is not a directory`), not as an absolute path."""
+    store = tmp_path / "store"
+    store_cli(capsys, store, "publish", str(make_task(tmp_path)))
+    archive = tmp_path / "t.tar.gz"
+    assert run_cli(capsys, "pack", str(tmp_path / "task"), "-o", str(archive))[0] == 0
+    monkeypatch.chdir(tmp_path)
+    Path("afile").write_text("x\n")
+    for argv in (["checkout", "task"], ["extract", str(archive)]):
+        for dest in ("afile/sub", "afile/sub/deeper"):
+            code, out, err = store_cli(capsys, store, *argv, dest)
+            assert (code, out, err) == (2, "", f"casstore: {dest}: afile is not a directory\n")
 
 
 def test_verifier_init_of_a_file_says_it_is_not_a_directory(capsys, tmp_path: Path) -> None:

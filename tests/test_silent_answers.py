@@ -162,6 +162,20 @@ def test_pack_refuses_a_compression_the_file_name_contradicts(
     assert _cli(capsys, "pack", str(TASK), "-o", str(out), "-c", "zstd")[0] == 0
 
 
+@pytest.mark.parametrize("name", ["t.tar.xz", "t.txz", "t.tar.bz2", "t.zip", "t.TAR.LZ4", "t.7z"])
+@pytest.mark.parametrize("asked", [[], ["-c", "gzip"]])
+def test_pack_refuses_a_name_that_says_a_compression_casstore_does_not_write(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, asked: list[str]
+) -> None:
+    """`-o t.tar.xz` used to write gzip bytes under an xz name, exit 0 (issue 18 item 2)."""
+    out = tmp_path / name
+    code, printed, err = _cli(capsys, "pack", str(TASK), "-o", str(out), *asked)
+    assert (code, printed) == (2, "")
+    assert err.startswith(f"casstore: {out}: the name ends in ")
+    assert "casstore writes gzip (.tar.gz), zstd (.tar.zst) or none (.tar)" in err
+    assert not out.exists()
+
+
 def test_pack_into_a_folder_keeps_the_option(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

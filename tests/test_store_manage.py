@@ -81,6 +81,34 @@ def test_log_of_a_real_task_published_twice(tmp_path: Path, capsys) -> None:
     )
 
 
+@pytest.mark.parametrize("damage", ["missing", "flipped"])
+def test_log_with_an_archive_missing_or_damaged_still_prints_the_history(
+    tmp_path: Path, capsys, damage: str
+) -> None:
+    """A damaged archive gave `files not compared: ...`, exit 0; a missing one failed the whole
+    log as bad usage (exit 2, `cannot open archive`): both now give the history."""
+    store = tmp_path / "store"
+    task = write_task(tmp_path / "src", "a")
+    first = _publish(capsys, store, task)
+    (task / "notes.txt").write_text("new\n")
+    _publish(capsys, store, task)
+    (archive,) = [
+        p for p in (store / "filesets").rglob("task_archive") if first["address"][7:] in str(p)
+    ]
+    archive.chmod(0o644)
+    if damage == "missing":
+        archive.unlink()
+    else:
+        data = bytearray(archive.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        archive.write_bytes(bytes(data))
+    code, text, err = store_cli(capsys, store, "log", "a")
+    assert (code, err) == (0, ""), err
+    (unread,) = [line for line in text.splitlines() if line.startswith("  files not compared: ")]
+    assert str(archive).replace(first["address"][7:], first["address"][7:19] + "…") in unread
+    assert "first revision" in text
+
+
 def test_log_of_a_taskset_says_which_pins_changed(tmp_path: Path, capsys) -> None:
     source, store = tmp_path / "src", tmp_path / "store"
     a, b, c = (write_task(source, name) for name in "abc")
@@ -225,6 +253,15 @@ def test_refusals_change_nothing(tmp_path: Path, capsys) -> None:
             "digits, '_', '-', '.'; not '.' or '..')",
         ),
         (["log", "nosuch"], "default/nosuch: no taskset or task of that name"),
+        # an empty argument is named as '' (the line used to start with the rule)
+        (
+            ["rm", ""],
+            "'': not a valid name (1 to 255 ASCII letters, digits, '_', '-', '.'; not '.' or '..')",
+        ),
+        (
+            ["rename", "b", ""],
+            "'': not a valid name (1 to 255 ASCII letters, digits, '_', '-', '.'; not '.' or '..')",
+        ),
     ]:
         code, out, err = store_cli(capsys, store, *argv)
         assert (code, out, err) == (2, "", f"casstore: {message}\n"), argv

@@ -107,11 +107,21 @@ def _is_empty_directory(path: Path, given: str) -> bool:
     raise UsageError(given, rule)
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _make_parents(parent: Path, given: str) -> list[Path]:
     """Make the missing directories of ``parent``, outermost first; those made. UsageError
     when an existing one is not a directory or one cannot be made."""
     if (blocker := blocking_file(parent)) is not None:
-        raise UsageError(given, f"{blocker} is not a directory")
+        # named as the user wrote it (afile, not /abs/afile) when the given path leads there
+        shown = blocking_file(Path(given).parent)
+        same = shown is not None and _same_file(shown, blocker)
+        raise UsageError(given, f"{shown if same else blocker} is not a directory")
     missing: list[Path] = []
     while not os.path.lexists(parent):
         missing.append(parent)

@@ -24,7 +24,7 @@ from casstore.archive.pipeline import decoded_stream
 from casstore.archive.tarformat import Kind as EntryKind
 from casstore.archive.tarstream import read_members
 from casstore.digest import new_hasher
-from casstore.errors import CheckError
+from casstore.errors import CasstoreError, CheckError
 from casstore.inputs import open_binary
 from casstore.store.handle import StoreHandle
 from casstore.store.index import Txn
@@ -148,7 +148,7 @@ def _members(
         path = store.filesets.path_of(revision.archive_ref)
         try:
             cache[revision.address] = _read_members(path, revision.address)
-        except (CheckError, OSError) as error:
+        except (CasstoreError, OSError) as error:  # damaged, or missing (cannot open)
             cache[revision.address] = f"{path}: {getattr(error, 'rule', None) or error}"
     return cache[revision.address]
 
