@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from casstore.errors import RunError, UsageError
-from casstore.run.config import RunOptions, check_options, job_config
+from casstore.run.config import MAX_ATTEMPTS, RunOptions, check_options, job_config
 from casstore.run.credentials import (
     check_agent_kwargs,
     check_env_vars,
@@ -189,6 +189,15 @@ def test_one_agent_and_counts_at_least_one() -> None:
     assert str(_refused(check_options, RunOptions(attempts=0))) == (
         "--attempts: must be at least 1, not 0"
     )
+
+
+def test_attempts_bounded_above() -> None:
+    # Harbor builds every trial's config up front: 10**20 attempts grew its process past
+    # 11 GB in ten minutes without starting a trial, so a usage error comes first.
+    assert str(_refused(check_options, RunOptions(attempts=10**20))) == (
+        f"--attempts: must be at most {MAX_ATTEMPTS:,}, not {10**20}"
+    )
+    assert check_options(RunOptions(attempts=MAX_ATTEMPTS)).options.attempts == MAX_ATTEMPTS
 
 
 # cache identity
