@@ -182,6 +182,20 @@ def test_the_command_refuses_before_anything_runs(capsys, tmp_path: Path) -> Non
     assert not (tmp_path / "store").exists() and not (tmp_path / "jobs").exists()
 
 
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_a_source_path_that_is_no_directory_is_named(capsys, tmp_path: Path, kind: str) -> None:
+    # "./nothing-here" was read as the reference "./nothing-here" and refused as the
+    # workspace name ".", which names neither the path nor the rule a user broke.
+    source = tmp_path / "nothing-here"
+    if kind == "file":
+        source.write_text("not a task")
+    code, out, err = run_cli(capsys, "--store", str(tmp_path / "store"), "run", str(source))
+    assert (code, out) == (2, "")
+    assert err == (
+        f"casstore: {source}: neither a task or dataset directory nor a stored reference\n"
+    )
+
+
 def test_one_agent_and_counts_at_least_one() -> None:
     both = RunOptions(agent="oracle", agent_import_path="m:C")
     assert _refused(check_options, both).path == "--agent"
