@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from casstore.errors import RunError, UsageError
+from casstore.examples.harbor_tasks import write_harbor_tasks
 from casstore.run.config import MAX_ATTEMPTS, RunOptions, check_options, job_config
 from casstore.run.credentials import (
     check_agent_kwargs,
@@ -194,6 +195,33 @@ def test_a_source_path_that_is_no_directory_is_named(capsys, tmp_path: Path, kin
     assert err == (
         f"casstore: {source}: neither a task or dataset directory nor a stored reference\n"
     )
+
+
+@pytest.mark.parametrize("kind", ["source", "other", "file"])
+def test_a_job_name_on_a_directory_no_run_made_is_refused(
+    capsys, tmp_path: Path, kind: str
+) -> None:
+    # A stamp-less directory was deleted as a stale job: `--jobs-dir . --job-name plain`
+    # deleted the task `plain` being run, and any other folder of that name went alike.
+    (task,) = write_harbor_tasks(tmp_path, ["plain"])
+    victim = task if kind == "source" else tmp_path / "victim"
+    if kind == "other":
+        (victim / "keep").mkdir(parents=True)
+        (victim / "keep" / "file.txt").write_text("precious")
+    elif kind == "file":
+        victim.write_text("precious")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    code, out, err = run_cli(
+        capsys,
+        *("--store", str(tmp_path / "store"), "run", str(task)),
+        *("--jobs-dir", str(tmp_path), "--job-name", victim.name),
+        *("--environment-import-path", "casstore.sandbox:HostEnvironment"),
+    )
+    assert (code, out) == (2, "")
+    rule = "is no directory" if kind == "file" else "is no job directory"
+    assert err.startswith(f"casstore: {victim}: {rule}")
+    after = sorted(str(p) for p in tmp_path.rglob("*") if "store" not in p.parts[-3:])
+    assert [p for p in before if p not in after] == []
 
 
 def test_one_agent_and_counts_at_least_one() -> None:
