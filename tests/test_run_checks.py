@@ -93,6 +93,17 @@ def test_an_issued_token_shape_is_refused_under_any_key(value: str, shape: str) 
     assert value[:12] not in str(error)
 
 
+def test_an_issued_token_shape_is_refused_as_a_key_without_showing_it() -> None:
+    # Harbor writes kwargs keys into config.json as it writes values: `--ak sk-…=1` (a token
+    # pasted where the name goes) passed, and naming the key in the error would show it.
+    token = "sk-proj-" + "x9" * 12
+    top = _refused(check_agent_kwargs, {token: "1"})
+    nested = _refused(check_agent_kwargs, {"headers": json.dumps({token: 1})})
+    assert (top.path, nested.path) == ("--ak", "--ak headers")
+    assert top.rule.startswith("a key has the shape of an issued token (sk-)")
+    assert token[:12] not in str(top) + str(nested)
+
+
 def test_environment_kwargs_follow_the_same_rules() -> None:
     """Harbor copies --ek into the job's files as it does --ak."""
     refused = _refused(check_options, RunOptions(environment_kwargs=['token="abc"']))
