@@ -201,7 +201,8 @@ def test_a_source_path_that_is_no_directory_is_named(capsys, tmp_path: Path, kin
     source = tmp_path / "nothing-here"
     if kind == "file":
         source.write_text("not a task")
-    code, out, err = run_cli(capsys, "--store", str(tmp_path / "store"), "run", str(source))
+    jobs = ("--jobs-dir", str(tmp_path / "jobs"))
+    code, out, err = run_cli(capsys, "--store", str(tmp_path / "store"), "run", str(source), *jobs)
     assert (code, out) == (2, "")
     assert err == (
         f"casstore: {source}: neither a task or dataset directory nor a stored reference\n"
@@ -347,3 +348,12 @@ def test_launch_codes() -> None:
     assert launch_codes(cancelled, True, True, True) == [FailureCode.CANCELLED]
     assert launch_codes({"outcome": "completed"}, False, True, True) == []
     assert launch_codes(None, False, False, False) == []  # not a job casstore run launched
+
+
+@pytest.mark.parametrize("inner", ["", "sub"])
+def test_a_jobs_dir_that_is_a_file_is_a_usage_error(tmp_path: Path, inner: str) -> None:
+    # It was "casstore: …/afile: File exists", exit 1: the OSError of mkdir.
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(UsageError) as refused, job_lock(tmp_path / "afile" / inner, "job"):
+        pass
+    assert str(refused.value) == f"{tmp_path / 'afile'}: is not a directory (in --jobs-dir's way)"
