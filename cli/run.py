@@ -49,7 +49,9 @@ def run(
     env_var: Annotated[
         list[str] | None, typer.Option("--env-var", help="NAME=VALUE, a literal.")
     ] = None,
-    attempts: Annotated[int, typer.Option("--attempts", help="Attempts per task.")] = 1,
+    attempts: Annotated[
+        int, typer.Option("--attempts", help="Attempts per task (1 to 10,000).")
+    ] = 1,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Concurrent trials.")] = 4,
     max_retries: Annotated[int, typer.Option("--max-retries", help="Harbor's retries.")] = 0,
     job_name: Annotated[str | None, typer.Option("--job-name", help="Pin the job.")] = None,

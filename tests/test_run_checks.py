@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from casstore.errors import RunError, UsageError
-from casstore.run.config import RunOptions, check_options, job_config
+from casstore.examples.harbor_tasks import write_harbor_tasks
+from casstore.run.config import MAX_ATTEMPTS, RunOptions, check_options, job_config
 from casstore.run.credentials import (
     check_agent_kwargs,
     check_env_vars,
@@ -90,6 +91,17 @@ def test_an_issued_token_shape_is_refused_under_any_key(value: str, shape: str) 
     assert error.path == "--ak notes[1]"
     assert error.rule.startswith(f"the value has the shape of an issued token ({shape})")
     assert value[:12] not in str(error)
+
+
+def test_an_issued_token_shape_is_refused_as_a_key_without_showing_it() -> None:
+    # Harbor writes kwargs keys into config.json as it writes values: `--ak sk-…=1` (a token
+    # pasted where the name goes) passed, and naming the key in the error would show it.
+    token = "sk-proj-" + "x9" * 12
+    top = _refused(check_agent_kwargs, {token: "1"})
+    nested = _refused(check_agent_kwargs, {"headers": json.dumps({token: 1})})
+    assert (top.path, nested.path) == ("--ak", "--ak headers")
+    assert top.rule.startswith("a key has the shape of an issued token (sk-)")
+    assert token[:12] not in str(top) + str(nested)
 
 
 def test_environment_kwargs_follow_the_same_rules() -> None:
@@ -182,6 +194,48 @@ def test_the_command_refuses_before_anything_runs(capsys, tmp_path: Path) -> Non
     assert not (tmp_path / "store").exists() and not (tmp_path / "jobs").exists()
 
 
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_a_source_path_that_is_no_directory_is_named(capsys, tmp_path: Path, kind: str) -> None:
+    # "./nothing-here" was read as the reference "./nothing-here" and refused as the
+    # workspace name ".", which names neither the path nor the rule a user broke.
+    source = tmp_path / "nothing-here"
+    if kind == "file":
+        source.write_text("not a task")
+    jobs = ("--jobs-dir", str(tmp_path / "jobs"))
+    code, out, err = run_cli(capsys, "--store", str(tmp_path / "store"), "run", str(source), *jobs)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"casstore: {source}: neither a task or dataset directory nor a stored reference\n"
+    )
+
+
+@pytest.mark.parametrize("kind", ["source", "other", "file"])
+def test_a_job_name_on_a_directory_no_run_made_is_refused(
+    capsys, tmp_path: Path, kind: str
+) -> None:
+    # A stamp-less directory was deleted as a stale job: `--jobs-dir . --job-name plain`
+    # deleted the task `plain` being run, and any other folder of that name went alike.
+    (task,) = write_harbor_tasks(tmp_path, ["plain"])
+    victim = task if kind == "source" else tmp_path / "victim"
+    if kind == "other":
+        (victim / "keep").mkdir(parents=True)
+        (victim / "keep" / "file.txt").write_text("precious")
+    elif kind == "file":
+        victim.write_text("precious")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    code, out, err = run_cli(
+        capsys,
+        *("--store", str(tmp_path / "store"), "run", str(task)),
+        *("--jobs-dir", str(tmp_path), "--job-name", victim.name),
+        *("--environment-import-path", "casstore.sandbox:HostEnvironment"),
+    )
+    assert (code, out) == (2, "")
+    rule = "is no directory" if kind == "file" else "is no job directory"
+    assert err.startswith(f"casstore: {victim}: {rule}")
+    after = sorted(str(p) for p in tmp_path.rglob("*") if "store" not in p.parts[-3:])
+    assert [p for p in before if p not in after] == []
+
+
 def test_one_agent_and_counts_at_least_one() -> None:
     both = RunOptions(agent="oracle", agent_import_path="m:C")
     assert _refused(check_options, both).path == "--agent"
@@ -189,6 +243,15 @@ def test_one_agent_and_counts_at_least_one() -> None:
     assert str(_refused(check_options, RunOptions(attempts=0))) == (
         "--attempts: must be at least 1, not 0"
     )
+
+
+def test_attempts_bounded_above() -> None:
+    # Harbor builds every trial's config up front: 10**20 attempts grew its process past
+    # 11 GB in ten minutes without starting a trial, so a usage error comes first.
+    assert str(_refused(check_options, RunOptions(attempts=10**20))) == (
+        f"--attempts: must be at most {MAX_ATTEMPTS:,}, not {10**20}"
+    )
+    assert check_options(RunOptions(attempts=MAX_ATTEMPTS)).options.attempts == MAX_ATTEMPTS
 
 
 # cache identity
@@ -285,3 +348,12 @@ def test_launch_codes() -> None:
     assert launch_codes(cancelled, True, True, True) == [FailureCode.CANCELLED]
     assert launch_codes({"outcome": "completed"}, False, True, True) == []
     assert launch_codes(None, False, False, False) == []  # not a job casstore run launched
+
+
+@pytest.mark.parametrize("inner", ["", "sub"])
+def test_a_jobs_dir_that_is_a_file_is_a_usage_error(tmp_path: Path, inner: str) -> None:
+    # It was "casstore: …/afile: File exists", exit 1: the OSError of mkdir.
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(UsageError) as refused, job_lock(tmp_path / "afile" / inner, "job"):
+        pass
+    assert str(refused.value) == f"{tmp_path / 'afile'}: is not a directory (in --jobs-dir's way)"

@@ -30,7 +30,11 @@ if TYPE_CHECKING:
 
     from casstore.run.source import RunTask
 
-__all__ = ["CheckedOptions", "RunOptions", "check_options", "job_config"]
+__all__ = ["MAX_ATTEMPTS", "CheckedOptions", "RunOptions", "check_options", "job_config"]
+
+MAX_ATTEMPTS = 10_000
+"""The most ``--attempts`` a run takes: Harbor builds every trial's config before the first
+trial starts, so a huge count only fills memory."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,8 @@ class CheckedOptions:
 def check_options(options: RunOptions, environ: Mapping[str, str] | None = None) -> CheckedOptions:
     """Check ``options`` (UsageError naming the option): one agent (``--agent`` or
     ``--agent-import-path``; ``--agent-dir`` only with the latter), one environment, counts
-    >= 1 (retries >= 0), a job name, the credential rules, then Harbor's own models."""
+    >= 1 (retries >= 0), at most ``MAX_ATTEMPTS`` attempts, a job name, the credential rules,
+    then Harbor's own models."""
     if options.agent and options.agent_import_path:
         raise UsageError("--agent", "give --agent or --agent-import-path, not both")
     if options.agent_dir is not None and not options.agent_import_path:
@@ -86,6 +91,8 @@ def check_options(options: RunOptions, environ: Mapping[str, str] | None = None)
     ):
         if value < least:
             raise UsageError(name, f"must be at least {least}, not {value}")
+    if options.attempts > MAX_ATTEMPTS:
+        raise UsageError("--attempts", f"must be at most {MAX_ATTEMPTS:,}, not {options.attempts}")
     job_name = options.job_name or _default_job_name()
     if "/" in job_name or job_name in {"", ".", ".."} or job_name.startswith("."):
         raise UsageError("--job-name", f"{job_name!r} is not a directory name")

@@ -134,9 +134,19 @@ def check_agent_kwargs(items: Mapping[str, str], option: str = "--ak") -> dict[s
                 f"{option} {key}",
                 f"the value is not JSON (quote a string: {option} 'name=\"text\"')",
             ) from None
+        _check_key(option, key)
         _check_value(f"{option} {key}", value, key)
         kwargs[key] = value
     return kwargs
+
+
+def _check_key(path: str, key: str) -> None:
+    """Refuse a key of an issued-token shape (Harbor writes keys into the job's files as it
+    writes values); the error names where, never the key."""
+    if shape := token_shape(key):
+        raise UsageError(
+            path, f"a key has the shape of an issued token ({shape}): use --env-secret"
+        )
 
 
 def _check_value(path: str, value: Any, key: str | None) -> None:
@@ -153,6 +163,7 @@ def _check_value(path: str, value: Any, key: str | None) -> None:
             raise UsageError(path, f"{_refused_shape(shape)}: use --env-secret")
     elif isinstance(value, dict):
         for name, item in value.items():
+            _check_key(path, str(name))
             _check_value(f"{path}.{name}", item, str(name))
     elif isinstance(value, list):
         for index, item in enumerate(value):

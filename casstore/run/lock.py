@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from casstore.errors import RunError
+from casstore.errors import RunError, UsageError, blocking_file
 
 __all__ = ["job_lock", "lock_path"]
 
@@ -30,6 +30,8 @@ def lock_path(jobs_dir: Path, job_name: str) -> Path:
 def job_lock(jobs_dir: Path, job_name: str) -> Iterator[Path]:
     """Hold the lock of ``jobs_dir/job_name`` (made with its folder when missing) while the
     block runs; :class:`~casstore.errors.RunError` at once when another process holds it."""
+    if (blocker := blocking_file(jobs_dir)) is not None:
+        raise UsageError(str(blocker), "is not a directory (in --jobs-dir's way)")
     jobs_dir.mkdir(parents=True, exist_ok=True)
     path = lock_path(jobs_dir, job_name)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)

@@ -24,8 +24,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from casstore.errors import UsageError
 from casstore.run.cache import CANCELLED_ERROR
-from casstore.run.identity import read_stamp
+from casstore.run.identity import STAMP_NAME, read_stamp
 
 if TYPE_CHECKING:
     from harbor.models.job.config import JobConfig
@@ -40,13 +41,30 @@ def job_dir_state(
 ) -> str:
     """``forced``, ``stale``, ``none`` or ``kept`` (module docstring); deletes the job
     directory when forced or stale."""
-    if not job_dir.exists():
+    if not job_dir.exists() and not job_dir.is_symlink():
         return "forced" if force else "none"
+    _check_job_dir(job_dir)
     state = read_stamp(job_dir)
     if force or not (state.usable and state.stamp and state.stamp.matches(options, agent, tasks)):
         shutil.rmtree(job_dir)
         return "forced" if force else "stale"
     return "kept"
+
+
+def _check_job_dir(job_dir: Path) -> None:
+    """UsageError unless ``job_dir`` is a directory a run may delete: empty, or holding a
+    run's stamp or a Harbor job's ``config.json`` (a task, a dataset or any other folder of
+    the job's name is never deleted as a stale job)."""
+    if job_dir.is_symlink() or not job_dir.is_dir():
+        raise UsageError(str(job_dir), "is no directory: remove it or choose another --job-name")
+    marks = (job_dir / STAMP_NAME, job_dir / "config.json")
+    if any(mark.is_file() for mark in marks) or not any(job_dir.iterdir()):
+        return
+    raise UsageError(
+        str(job_dir),
+        f"is no job directory (no {STAMP_NAME}, no Harbor config.json) and a run would "
+        "delete it: remove it or choose another --job-name",
+    )
 
 
 def prepare_resume(job_dir: Path, wanted: set[str]) -> tuple[Counter[str], list[str]]:

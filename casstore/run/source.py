@@ -62,10 +62,16 @@ def resolve_source(source: str, store: Store | None, jobs_dir: Path) -> RunTasks
         tasks = [RunTask(t.id, t.source_dir, t.content_digest) for t in found]
         dataset = None if (path / "task.toml").exists() else path.resolve().name
         return RunTasks(sorted(tasks, key=lambda t: t.name), dataset)
-    if store is None:
-        raise UsageError(source, "neither a task or dataset directory nor a stored reference")
+    neither = UsageError(source, "neither a task or dataset directory nor a stored reference")
+    if store is None or path.exists():
+        raise neither
+    try:
+        parsed = Reference.parse(source)
+    except UsageError:
+        if "#" in source:  # a reference with a malformed digest: its own rule says more
+            raise
+        raise neither from None  # "./typo" is a path, not the workspace "."
     _, items = resolve(store, source)
-    parsed = Reference.parse(source)
     root, name = jobs_dir / TASKS_FOLDER / parsed.workspace / parsed.name, parsed.name
     missing = [revision for _, revision in items if not _kept(_place(root, revision))]
     if missing:
