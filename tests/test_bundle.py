@@ -291,3 +291,15 @@ def test_a_forged_bundle_is_refused_naming_what_is_wrong(tmp_path: Path) -> None
     os.symlink(tmp_path / "link", out / SUMMARY)
     with pytest.raises(CorruptArchiveError, match="a symbolic link, not a file of the bundle"):
         casstore.verify_bundle(out)
+
+
+def test_rescore_of_a_bundle_missing_its_summary_says_what_verify_says(capsys, tmp_path) -> None:
+    """The CLI read summary.json for the bundle's options before checking the manifest: a
+    bundle without it was bad usage (``cannot open``, exit 2), not the failed check."""
+    out = _bundle(tmp_path)
+    os.unlink(out / SUMMARY)
+    code, _, err = run_cli(capsys, "rescore", str(out))
+    assert code == 1 and err == f"casstore: {out}/{SUMMARY}: listed in manifest.json but missing\n"
+    (out / SUMMARY).write_text('{"schema": "casstore.bundle/1", "scoring": 1}')
+    code, _, err = run_cli(capsys, "rescore", str(out))  # the digest, not the content
+    assert code == 1 and err.startswith(f"casstore: {out}/{SUMMARY}: 45 bytes with sha256:")
