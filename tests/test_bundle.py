@@ -303,3 +303,16 @@ def test_rescore_of_a_bundle_missing_its_summary_says_what_verify_says(capsys, t
     (out / SUMMARY).write_text('{"schema": "casstore.bundle/1", "scoring": 1}')
     code, _, err = run_cli(capsys, "rescore", str(out))  # the digest, not the content
     assert code == 1 and err.startswith(f"casstore: {out}/{SUMMARY}: 45 bytes with sha256:")
+
+
+@pytest.mark.parametrize("attempt", [2**40, 2**31, -1])
+def test_a_forged_attempt_index_is_refused_not_a_traceback(tmp_path: Path, attempt: int) -> None:
+    """An attempt index outside int32 raised OverflowError from NumPy (a traceback), and a
+    negative one was scored: both are no attempt index a bundle writes."""
+    out = _bundle(tmp_path)
+    lines = (out / SAMPLES).read_bytes().splitlines(keepends=True)
+    forged = json.loads(lines[0])
+    forged["attempt"] = attempt
+    _rewrite(out, SAMPLES, b"".join([json.dumps(forged).encode() + b"\n", *lines[1:]]))
+    with pytest.raises(CorruptArchiveError, match=r"not a bundle sample: .*\$\[0\]\.attempt"):
+        casstore.rescore([out], store=tmp_path / "none")
