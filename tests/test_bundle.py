@@ -316,3 +316,19 @@ def test_a_forged_attempt_index_is_refused_not_a_traceback(tmp_path: Path, attem
     _rewrite(out, SAMPLES, b"".join([json.dumps(forged).encode() + b"\n", *lines[1:]]))
     with pytest.raises(CorruptArchiveError, match=r"not a bundle sample: .*\$\[0\]\.attempt"):
         casstore.rescore([out], store=tmp_path / "none")
+
+
+@pytest.mark.parametrize("metric", ["../evil.py", "/tmp/evil.py", "metrics/0/../../evil.py"])
+def test_a_metric_outside_the_bundle_is_refused(capsys, tmp_path: Path, metric: str) -> None:
+    """A forged summary naming a metric script outside the bundle (its manifest re-hashed)
+    had rescore run that script, which no manifest checks: only ``metrics/<i>/<name>``, the
+    copies the bundle holds, or a built-in metric may be named."""
+    out = _bundle(tmp_path)
+    evil = tmp_path / "evil.py"
+    evil.write_text("raise SystemExit('ran')\n")
+    summary = json.loads((out / SUMMARY).read_bytes())
+    summary["scoring"]["metrics"] = ["mean", metric.replace("/tmp/", f"{tmp_path}/")]
+    _rewrite(out, SUMMARY, json.dumps(summary).encode())
+    code, _, err = run_cli(capsys, "rescore", str(out))
+    assert code == 1 and err.startswith(f"casstore: {out}/{SUMMARY}: scoring definition"), err
+    assert "metric" in err
