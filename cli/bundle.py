@@ -53,13 +53,16 @@ def bundle_options(ctx: typer.Context, sources: list[str]) -> dict[str, Any]:
         return {}
     import msgspec
 
-    try:
+    from casstore.errors import CasstoreError
+
+    try:  # read before the manifest is checked: a damaged file is left to the source's
+        # own reading, which checks every file first and names the one that fails
         summary = msgspec.json.decode(read_regular(root / SUMMARY))
-    except msgspec.DecodeError:
-        return {}  # the source's own reading names the damage
-    if not isinstance(summary, dict):
+        if not isinstance(summary, dict):
+            return {}
+        scoring = read_scoring(summary, str(root / SUMMARY)).options(root)
+    except (msgspec.DecodeError, CasstoreError):
         return {}
-    scoring = read_scoring(summary, str(root / SUMMARY)).options(root)
     if ctx.params.get("taskset") is not None:
         scoring["views"] = []
     return {

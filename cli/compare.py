@@ -3,12 +3,12 @@
 ``casstore [--store DIR] compare A B [--reward-key K] [--k 1,2,4] [--threshold 1.0] [--json]``
 
 A and B are SOURCEs as ``rescore`` takes them (an imported job's id or name, a job directory,
-a ``trials.jsonl``). Per task the mean of its attempts in each run; then the mean difference
-A − B with its paired standard error, 95% interval, p-value, the correlation of the runs,
-tasks won / lost / tied; McNemar's exact test for 0/1 rewards with one attempt per task;
-pass@k differences with a bootstrap interval (:mod:`casstore.comparison.api` documents the JSON).
-Tasks of one run only are named on stderr and left out. Exit status: 0 ok; 1 the runs
-cannot be compared (different reward keys, a damaged store); 2 bad usage.
+a ``trials.jsonl``, a run bundle). Per task the mean of its attempts in each run; then the
+mean difference A − B with its paired standard error, 95% interval, p-value, the correlation
+of the runs, tasks won / lost / tied; McNemar's exact test for 0/1 rewards with one attempt
+per task; pass@k differences with a bootstrap interval (:mod:`casstore.comparison.api`
+documents the JSON). Tasks of one run only are named on stderr and left out. Exit status: 0
+ok; 1 the runs cannot be compared (different reward keys, a damaged store); 2 bad usage.
 """
 
 from __future__ import annotations
@@ -90,7 +90,10 @@ def _note_left_out(result: Comparison) -> None:
 def compare(
     ctx: typer.Context,
     a: Annotated[
-        str, typer.Argument(metavar="A", help="Run A: an imported job, job directory or .jsonl.")
+        str,
+        typer.Argument(
+            metavar="A", help="Run A: an imported job, job directory, .jsonl or run bundle."
+        ),
     ],
     b: Annotated[str, typer.Argument(metavar="B", help="Run B, over the same tasks.")],
     reward_key: RewardKeyOption = None,

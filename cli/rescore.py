@@ -261,7 +261,9 @@ def _number(value: object) -> str:
 
 Sources = Annotated[
     list[str],
-    typer.Argument(help="Job directories, trials.jsonl files or imported job ids/names."),
+    typer.Argument(
+        help="Job directories, trials.jsonl files, run bundles or imported job ids/names."
+    ),
 ]
 RewardKeyOption = Annotated[
     str | None, typer.Option("--reward-key", help="Primary reward key (default reward).")

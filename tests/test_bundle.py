@@ -291,3 +291,44 @@ def test_a_forged_bundle_is_refused_naming_what_is_wrong(tmp_path: Path) -> None
     os.symlink(tmp_path / "link", out / SUMMARY)
     with pytest.raises(CorruptArchiveError, match="a symbolic link, not a file of the bundle"):
         casstore.verify_bundle(out)
+
+
+def test_rescore_of_a_bundle_missing_its_summary_says_what_verify_says(capsys, tmp_path) -> None:
+    """The CLI read summary.json for the bundle's options before checking the manifest: a
+    bundle without it was bad usage (``cannot open``, exit 2), not the failed check."""
+    out = _bundle(tmp_path)
+    os.unlink(out / SUMMARY)
+    code, _, err = run_cli(capsys, "rescore", str(out))
+    assert code == 1 and err == f"casstore: {out}/{SUMMARY}: listed in manifest.json but missing\n"
+    (out / SUMMARY).write_text('{"schema": "casstore.bundle/1", "scoring": 1}')
+    code, _, err = run_cli(capsys, "rescore", str(out))  # the digest, not the content
+    assert code == 1 and err.startswith(f"casstore: {out}/{SUMMARY}: 45 bytes with sha256:")
+
+
+@pytest.mark.parametrize("attempt", [2**40, 2**31, -1])
+def test_a_forged_attempt_index_is_refused_not_a_traceback(tmp_path: Path, attempt: int) -> None:
+    """An attempt index outside int32 raised OverflowError from NumPy (a traceback), and a
+    negative one was scored: both are no attempt index a bundle writes."""
+    out = _bundle(tmp_path)
+    lines = (out / SAMPLES).read_bytes().splitlines(keepends=True)
+    forged = json.loads(lines[0])
+    forged["attempt"] = attempt
+    _rewrite(out, SAMPLES, b"".join([json.dumps(forged).encode() + b"\n", *lines[1:]]))
+    with pytest.raises(CorruptArchiveError, match=r"not a bundle sample: .*\$\[0\]\.attempt"):
+        casstore.rescore([out], store=tmp_path / "none")
+
+
+@pytest.mark.parametrize("metric", ["../evil.py", "/tmp/evil.py", "metrics/0/../../evil.py"])
+def test_a_metric_outside_the_bundle_is_refused(capsys, tmp_path: Path, metric: str) -> None:
+    """A forged summary naming a metric script outside the bundle (its manifest re-hashed)
+    had rescore run that script, which no manifest checks: only ``metrics/<i>/<name>``, the
+    copies the bundle holds, or a built-in metric may be named."""
+    out = _bundle(tmp_path)
+    evil = tmp_path / "evil.py"
+    evil.write_text("raise SystemExit('ran')\n")
+    summary = json.loads((out / SUMMARY).read_bytes())
+    summary["scoring"]["metrics"] = ["mean", metric.replace("/tmp/", f"{tmp_path}/")]
+    _rewrite(out, SUMMARY, json.dumps(summary).encode())
+    code, _, err = run_cli(capsys, "rescore", str(out))
+    assert code == 1 and err.startswith(f"casstore: {out}/{SUMMARY}: scoring definition"), err
+    assert "metric" in err

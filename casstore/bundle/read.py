@@ -9,6 +9,7 @@ canonical reward table of its samples and each row's details.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
@@ -77,6 +78,13 @@ def read_scoring(summary: dict[str, Any], where: str) -> Scoring:
         scoring = msgspec.convert(fields, _ScoringFields)
     except (KeyError, TypeError, msgspec.ValidationError) as error:
         raise CorruptArchiveError(where, f"scoring definition unreadable: {error}") from None
+    for metric in scoring.metrics:
+        if metric not in _BUILTIN_METRICS and not _BUNDLED_METRIC.fullmatch(metric):
+            raise CorruptArchiveError(
+                where,
+                f"scoring definition names the metric {metric!r}: a bundle names a built-in "
+                "metric or its own copy of a script, metrics/<i>/<name>",
+            )
     return Scoring(
         reward_key=scoring.reward_key,
         threshold=scoring.threshold,
@@ -86,6 +94,12 @@ def read_scoring(summary: dict[str, Any], where: str) -> Scoring:
         metric_timeout=scoring.metric_timeout,
         views=views_of(scoring.views, where),
     )
+
+
+_BUILTIN_METRICS = ("mean", "sum", "min", "max")
+_BUNDLED_METRIC = re.compile(r"metrics/[0-9]+/(?!\.\.?$)[^/]+")
+"""A metric script the bundle holds (:mod:`casstore.bundle.write` copies each there, and the
+manifest checks it): never a path outside the bundle, which no manifest would check."""
 
 
 class _ScoringFields(msgspec.Struct):

@@ -33,7 +33,7 @@ import gc
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -61,13 +61,17 @@ class Diagnostic(msgspec.Struct, gc=False):
     output: str | None
 
 
+AttemptIndex = Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)]
+"""An attempt index: the reward table holds them as int32, and import numbers them from 0."""
+
+
 class Sample(msgspec.Struct, omit_defaults=True, gc=False):
     """One line of ``samples.jsonl`` (the module docstring): the attempt, scoring's verdict
     on it, then its details (:data:`DETAIL_FIELDS`)."""
 
     trial: str
     task: str
-    attempt: int
+    attempt: AttemptIndex
     status: str
     primary: float | None
     rewards: dict[str, Any]
