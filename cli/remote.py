@@ -187,10 +187,15 @@ def remote_jobs(options: GlobalOptions, sources: list[str]) -> Iterator[tuple[An
 
 def checkout_result(store: Store, ref: str, dest: Path, progress: Any) -> Any:
     """``checkout``: REF of the store, or ``NAME:REF`` straight from the remote NAME."""
+    from casstore.names import is_name
     from casstore.remote.api import checkout_remote, split_remote_ref
+    from casstore.remote.config import get_remote
 
     if split_remote_ref(store, ref) is not None:
         return checkout_remote(store, ref, dest, progress)
+    name, sep, rest = ref.partition(":")
+    if sep and rest and is_name(name):  # no local name holds ':' outside its '#digest'
+        get_remote(store, name)  # UnknownReferenceError: no remote of that name
     return store.checkout(ref, dest, progress)
 
 

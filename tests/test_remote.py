@@ -322,3 +322,17 @@ def test_api_arguments_checked(tmp_path: Path, s3: S3) -> None:
         remote.pull(store, 5)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="expected REFs"):
         remote.push(store, [])
+
+
+def test_checkout_naming_no_remote_says_so(tmp_path: Path, s3: S3, capsys) -> None:
+    """``checkout NAME:REF`` with NAME no remote of the store names the remote, not the REF as
+    an invalid local name (a local taskset or task name holds no ':' before a '#')."""
+    _, b = _small(tmp_path, s3)
+    b.close()
+    dest = tmp_path / "dest"
+    code, _, err = store_cli(capsys, tmp_path / "b", "checkout", "elsewhere:t1", str(dest))
+    assert (code, err) == (
+        2,
+        "casstore: elsewhere: no remote of that name (casstore remote add NAME URL)\n",
+    )
+    assert not dest.exists()
