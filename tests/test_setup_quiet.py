@@ -73,7 +73,10 @@ def test_make_demo_in_a_fresh_copy(tmp_path: Path) -> None:
         if (ROOT / name).is_file():
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, copy / name)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHON"))}
+    # as a user's shell runs it: not inside ``make test`` (a parent make's MAKELEVEL/MAKEFLAGS
+    # would make this one print "make[1]: Entering directory")
+    inherited = ("VIRTUAL_ENV", "PYTHON", "MAKELEVEL", "MAKEFLAGS", "MFLAGS")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(inherited)}
     done = subprocess.run(
         ["make", "demo"], cwd=copy, env=env, capture_output=True, text=True, timeout=900
     )
