@@ -378,7 +378,15 @@ def rescore(
         views=declared,
     )
     sources_given = [str(source) for source in found]
-    write_bundle(dest, report, definition, details=details, sources=sources_given, taskset=pins)
+    write_bundle(
+        dest,
+        report,
+        definition,
+        details=details,
+        sources=sources_given,
+        origins=origins,
+        taskset=pins,
+    )
     return report
 
 

@@ -35,6 +35,7 @@ Hierarchy::
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 __all__ = [
@@ -318,9 +319,25 @@ def is_text(text: str) -> bool:
     return True
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""A C0 or C1 control character or DEL: what a terminal acts on instead of showing."""
+
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
 def printable(text: str) -> str:
-    """``text`` with what is not Unicode text (a path's undecodable bytes, a lone surrogate)
-    written as ``\\udcNN`` escapes: it prints and encodes as JSON anywhere."""
-    if text.isascii():
+    """``text`` as text output shows an untrusted name (a task, a path, a trace's words):
+    what is not Unicode text (a path's undecodable bytes, a lone surrogate) written as
+    ``\\udcNN`` escapes, and each control character (C0, C1, DEL) as ``\\t``, ``\\n``,
+    ``\\r`` or ``\\xNN``, so that it neither acts on the terminal nor breaks a line or a
+    tab-separated column; it prints and encodes as JSON anywhere."""
+    if not text.isascii():
+        text = text.encode("utf-8", "backslashreplace").decode()
+    if _CONTROL.search(text) is None:
         return text
-    return text.encode("utf-8", "backslashreplace").decode()
+    return _CONTROL.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    return _NAMED.get(char) or f"\\x{ord(char):02x}"

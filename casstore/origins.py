@@ -4,7 +4,11 @@ a trials file's or bundle's job id; two jobs of one name told apart as ``name#id
 columns ``--group-by job,source`` groups by (:func:`scoring.score`'s ``origins``).
 
 A job directory or imported job holds one job; a trials file's rows are matched to their jobs
-by task and trial name; a bundle's samples name their job.
+by task and trial name; a bundle's samples name their job id and, when the bundle was written
+from origins (:mod:`casstore.bundle.lines`), the ``job`` and ``source`` labels their rows had
+then: those are given back as they were, so the groups of the rescore that wrote the bundle
+come back with the same labels in the same order (a bundle of older samples: its job ids and
+its path).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ class Origins:
     :meth:`columns` gives them as :class:`Loaded` holds them."""
 
     def __init__(self) -> None:
-        self._sources: list[tuple[str, int]] = []  # (source, rows) per table
+        self._sources: list[tuple[list[str], np.ndarray]] = []  # (labels, codes) per table
         self._jobs: list[tuple[list[str], np.ndarray] | None] = []  # (job ids, codes)
         self._names: dict[str, str] = {}  # job id → name, the first one given
 
@@ -36,28 +40,38 @@ class Origins:
         name: str | None,
         records: Sequence[TrialRecord] | None = None,
         row_jobs: Sequence[str] | None = None,
+        row_labels: tuple[Sequence[str], Sequence[str]] | None = None,
     ) -> None:
         """The rows of ``table`` came from ``source``: all of the job ``name`` (a directory or
         an imported job), or each of its record's job (a trials file's ``records``), or the
-        job id of each row (a bundle's samples: ``row_jobs``)."""
-        self._sources.append((source, len(table)))
+        job id of each row (a bundle's samples: ``row_jobs``); ``row_labels``: each row's job
+        label and source label as a bundle's samples recorded them (an empty label: not
+        recorded, the job id and ``source`` stand)."""
+        if row_labels is not None and row_jobs is not None and any(row_labels[1]):
+            self._sources.append(_row_codes([label or source for label in row_labels[1]]))
+        else:
+            self._sources.append(([source], np.zeros(len(table), np.int32)))
         jobs = None  # several jobs and no record per row: the rows' jobs are not known
         if records is not None:
             jobs = _record_jobs(table, records)
         elif row_jobs is not None:
-            jobs = _row_jobs(row_jobs)
+            jobs = _row_codes(row_jobs)
         elif len(table.jobs) == 1:
             jobs = (list(table.jobs), np.zeros(len(table), np.int32))
         self._jobs.append(jobs)
+        if row_labels is not None and row_jobs is not None:
+            for job, label in zip(row_jobs, row_labels[0], strict=True):
+                if label:
+                    self._names.setdefault(job, label)
         for job in jobs[0] if jobs else ():
             self._names.setdefault(job, name or job)
 
     def columns(self) -> dict[str, tuple[np.ndarray, list[str]]]:
         """``{"source": ..., "job": ...}``: codes int32[n] and labels (no ``job`` when a
         table's rows are not known by job)."""
-        labels = list(dict.fromkeys(source for source, _ in self._sources))
+        labels = list(dict.fromkeys(label for names, _ in self._sources for label in names))
         at = {label: i for i, label in enumerate(labels)}
-        codes = [np.full(rows, at[source], np.int32) for source, rows in self._sources]
+        codes = [np.array([at[n] for n in names], np.int32)[c] for names, c in self._sources]
         columns = {"source": (_joined(codes), labels)}
         if all(part is not None for part in self._jobs):
             ids = list(self._names)
@@ -102,8 +116,9 @@ def _record_jobs(
     return ids, np.array(codes, np.int32)
 
 
-def _row_jobs(row_jobs: Sequence[str]) -> tuple[list[str], np.ndarray]:
-    """``(job ids in order of first appearance, int32 code per row)`` of per-row job ids."""
+def _row_codes(row_jobs: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """``(labels in order of first appearance, int32 code per row)`` of per-row labels (job
+    ids, sources)."""
     ids = list(dict.fromkeys(row_jobs))
     position = {job: i for i, job in enumerate(ids)}
     return ids, np.fromiter((position[j] for j in row_jobs), np.int32, len(row_jobs))

@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from casstore.bundle.read import is_bundle, open_bundle
+from casstore.bundle.read import Bundle, is_bundle, open_bundle
 from casstore.bundle.samples import Details
 from casstore.errors import ScoringError, UnknownReferenceError, UsageError
 from casstore.inputs import not_regular
@@ -148,8 +148,11 @@ def load_trials(
         for source in sources:
             path = Path(source)
             if path.is_dir() and is_bundle(path):
-                table, found, job_ids = _bundle(path, trials, details)
-                origins.add(str(source), table, None, row_jobs=job_ids)
+                bundle = _bundle(path, trials, details)
+                table, found = bundle.table, list[Details](bundle.details)
+                origins.add(
+                    str(source), table, None, row_jobs=bundle.job_ids, row_labels=bundle.labels
+                )
             elif path.is_dir():
                 for job, table, found in _job_directories(
                     path, reward_key, trials, listings, progress, details
@@ -203,18 +206,16 @@ def _job_directories(
         yield job, table, _details(table, parsed.trials, str(job)) if details else []
 
 
-def _bundle(
-    path: Path, trials: _TrialSources, details: bool
-) -> tuple[RewardTable, Sequence[Details], Sequence[str]]:
-    """The table (and details) of the bundle at ``path`` (checked against its manifest), and
-    each row's job id."""
+def _bundle(path: Path, trials: _TrialSources, details: bool) -> Bundle:
+    """The bundle at ``path`` (checked against its manifest; with its details or none), its
+    trials noted."""
     bundle = open_bundle(path, details)
     table = bundle.table
     by_job: dict[str, list[str]] = {}
     for name, job in zip(table.trials, bundle.job_ids, strict=True):
         by_job.setdefault(job, []).append(name)
     trials.add(f"bundle {path}", by_job, unique=False)
-    return bundle.table, bundle.details, bundle.job_ids
+    return bundle
 
 
 def _trials_file(

@@ -108,7 +108,7 @@ def show_trace(store: Path, ref: str, json: bool) -> None:
         if not found:
             raise UsageError(ref, f"no trial {trial!r} in the job {job!r}")
         if found[0].trace is None:
-            raise UsageError(ref, "the trial has no trajectory (agent/trajectory.json)")
+            raise UsageError(ref, _no_trace(found[0].metadata))
         trace = translate(jobs.evidence(found[0].trace), ref)
     if json:
         import msgspec
@@ -123,6 +123,15 @@ def show_trace(store: Path, ref: str, json: bool) -> None:
     for step in trace.steps:
         for line in _step_lines(step):
             out_console.print(line)
+
+
+def _no_trace(metadata: dict[str, str]) -> str:
+    """Why a trial shows no trace: its trajectory refused at import (and why), or none."""
+    from casstore.trials.chunk import TRACE_REFUSED
+
+    if TRACE_REFUSED in metadata:
+        return f"the trajectory was refused at import: {metadata[TRACE_REFUSED]}"
+    return "the trial has no trajectory (agent/trajectory.json)"
 
 
 def _short(value: object, width: int = 160) -> str:

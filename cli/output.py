@@ -1,5 +1,10 @@
 """How every command reports: data on stdout (text or ``--json``), one-line errors on stderr.
 
+Every text line and table cell written here is :func:`~casstore.errors.printable` (one rule
+for untrusted names: control characters, DEL and lone surrogates escaped, so a task named with
+an ESC sequence, a tab or a newline neither acts on the terminal nor breaks a line or a
+column); JSON output keeps names as they are.
+
 rich is imported only when a command prints a table, styled or unusual text, or draws a
 progress bar on a terminal: JSON output, errors and plain lines need none of it (README,
 "Start-up").
@@ -51,8 +56,9 @@ class _LazyConsole:
         self._options = options
 
     def print(self, *objects: Any, **options: Any) -> None:
-        """``Console.print``; one plain line of text (:data:`_PLAIN`: nothing rich would
-        change) is written directly, without rich."""
+        """``Console.print``, every text :func:`printable`; one plain line of text
+        (:data:`_PLAIN`: nothing rich would change) is written directly, without rich."""
+        objects = tuple(printable(o) if type(o) is str else o for o in objects)
         text = objects[0] if len(objects) == 1 and not options else None
         if type(text) is str and _PLAIN.fullmatch(text):
             stream = sys.stderr if self._options.get("stderr") else sys.stdout
@@ -107,20 +113,23 @@ def print_table(
     pipe, a file) it is plain text that never wraps: a line with the title, a line with the
     column names, then one line per row, cells separated by tabs (README, "Commands")."""
     if not sys.stdout.isatty():
-        lines = [title, "\t".join(columns), *("\t".join(row) for row in rows)]
-        print_lines(lines)
+        title = printable(title)
+        lines = [title, *("\t".join(map(printable, row)) for row in (columns, *rows))]
+        sys.stdout.write("".join(f"{line}\n" for line in lines))  # each cell printable
         return
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=Text(title), title_justify="left")
+    table = Table(title=Text(printable(title)), title_justify="left")
     for index, column in enumerate(columns):
         justify: Literal["left", "right"] = "left" if index < left else "right"
         table.add_column(
-            Text(column), justify=justify, overflow="fold" if column in fold else "ellipsis"
+            Text(printable(column)),
+            justify=justify,
+            overflow="fold" if column in fold else "ellipsis",
         )
     for row in rows:
-        table.add_row(*(Text(cell) for cell in row))
+        table.add_row(*(Text(printable(cell)) for cell in row))
     out_console.print(table)
 
 

@@ -172,3 +172,42 @@ def test_score_without_origins(jobs: tuple[Path, Path], tmp_path: Path) -> None:
     with pytest.raises(CasstoreError, match="job labels: expected 178 codes into 1 labels"):
         score(loaded.table, group_by=["job"], origins={"job": (codes, labels[:1])})
     assert np.bincount(codes).tolist() == [89, 89]
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize("group_by", [["job", "source"], ["source"], ["job"]])
+def test_a_bundle_grouped_by_origin_reopens_to_its_report(
+    capsys, jobs: tuple[Path, Path], tmp_path: Path, group_by: list[str]
+) -> None:
+    real, second = jobs
+    dest, store = tmp_path / "bundle", tmp_path / "none"
+    written = casstore.rescore([real, second], store, group_by=group_by, bundle=dest)
+    summary = json.loads((dest / "summary.json").read_text())
+    labels = {"job": ["2026-05-10__01-23-57", "second"], "source": [str(real), str(second)]}
+    assert sorted(json.dumps(g["labels"]) for g in summary["report"]["groups"]) == sorted(
+        json.dumps({field: labels[field][i] for field in group_by}) for i in range(2)
+    )
+    code, out, _ = run_cli(capsys, "--store", str(store), "rescore", str(dest), "--json")
+    assert code == 0 and json.loads(out) == summary["report"]
+    again = casstore.rescore([dest], store, group_by=group_by)
+    assert again.to_json() == written.to_json()
+
+
+@pytest.mark.realdata
+def test_a_bundle_without_origin_labels_groups_as_before(jobs: tuple[Path, Path], tmp_path) -> None:
+    """An older bundle (samples without ``job`` and ``source``): its job ids and its path."""
+    from tests.test_bundle import _rewrite
+
+    real, second = jobs
+    dest, store = tmp_path / "bundle", tmp_path / "none"
+    casstore.rescore([real, second], store, group_by=["job", "source"], bundle=dest)
+    samples = [json.loads(line) for line in (dest / "samples.jsonl").read_bytes().splitlines()]
+    assert {(s["job"], s["source"]) for s in samples} == {
+        ("2026-05-10__01-23-57", str(real)),
+        ("second", str(second)),
+    }
+    older = [{k: v for k, v in s.items() if k not in ("job", "source")} for s in samples]
+    _rewrite(dest, "samples.jsonl", b"".join(json.dumps(s).encode() + b"\n" for s in older))
+    report = casstore.rescore([dest], store, group_by=["job", "source"])
+    ids = [samples[0]["job_id"], SECOND_ID]
+    assert [g.labels for g in report.groups] == [{"job": i, "source": str(dest)} for i in ids]

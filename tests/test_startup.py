@@ -133,7 +133,7 @@ def test_the_stand_ins_are_gone_after_help() -> None:
     python(script)
 
 
-# --- cli.output: a plain line printed without rich, as rich prints it -----------------------
+# --- cli.output: a plain line printed without rich, as rich prints it (made printable) ------
 
 LINES = [
     "ok sha256:ab  /tmp/archive.tar.gz",
@@ -158,6 +158,7 @@ def test_a_plain_line_prints_as_rich_prints_it(
 ) -> None:
     from rich.console import Console
 
+    from casstore.errors import printable
     from cli.output import _LazyConsole
 
     options: dict[str, Any] = dict(stderr=stderr, highlight=False, soft_wrap=True, emoji=False)
@@ -165,10 +166,10 @@ def test_a_plain_line_prints_as_rich_prints_it(
     direct = 0
     for line in LINES:
         outputs = []
-        for console in (plain, real):
+        for console, text in ((plain, line), (real, printable(line))):  # controls escaped
             error = None
             try:
-                console.print(line)
+                console.print(text)
             except UnicodeEncodeError as raised:  # the lone surrogate: the same error
                 error = str(raised)
             captured = capsys.readouterr()

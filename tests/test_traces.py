@@ -12,6 +12,7 @@ import pytest
 
 import casstore
 from casstore.errors import CorruptArchiveError
+from casstore.trials.chunk import TRACE_REFUSED
 from casstore.trials.trace import translate
 from tests.helpers import run_cli
 
@@ -180,6 +181,13 @@ def test_import_finds_agent_trajectory_and_skips_what_is_no_file(tmp_path: Path)
         (report,) = casstore.import_jobs(opened, [job])
         records = {r.trial_name: r for r in casstore.Jobs(opened).trial_records(report.job)}
         assert records["alpha__1"].trace is None and records["alpha__2"].trace is None
+        assert records["alpha__1"].metadata[TRACE_REFUSED] == (
+            "agent/trajectory.json: a symbolic link (not followed)"
+        )
+        assert records["alpha__2"].metadata[TRACE_REFUSED] == (
+            "agent/trajectory.json: not a regular file (a FIFO)"
+        )
+        assert TRACE_REFUSED not in records["alpha__0"].metadata
         assert casstore.Jobs(opened).evidence(records["alpha__0"].trace) == body
         assert casstore.fsck(opened).ok
 
@@ -205,3 +213,21 @@ def test_fsck_checks_the_trace_reference(fixtures_dir: Path, tmp_path: Path) -> 
     (problem,) = report.problems
     assert problem["kind"] == "corrupt_trial", problem
     assert "is no frame of the trial's evidence pack" in str(problem)
+
+
+def test_show_trace_says_why_a_trajectory_was_refused(capsys, tmp_path: Path) -> None:
+    from casstore.examples.job import write_example_job
+
+    job = write_example_job(tmp_path / "jobs", ["alpha"], attempts=2)
+    (job / "alpha__0" / "agent").mkdir()
+    os.mkfifo(job / "alpha__0" / "agent" / "trajectory.json")
+    store = str(tmp_path / "store")
+    code, _, err = run_cli(capsys, "--store", store, "import", str(job), "--name", "x")
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "--store", store, "show", "x/alpha__0", "--trace")
+    assert code == 2 and err == (
+        "casstore: x/alpha__0: the trajectory was refused at import:"
+        " agent/trajectory.json: not a regular file (a FIFO)\n"
+    )
+    code, _, err = run_cli(capsys, "--store", store, "show", "x/alpha__1", "--trace")
+    assert code == 2 and "the trial has no trajectory" in err

@@ -10,7 +10,7 @@ second); only the rewards that are not finite JSON floats are converted one by o
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import repeat, starmap
 from operator import attrgetter
 from typing import Any
@@ -38,23 +38,35 @@ BLOCK = 65_536
 _ABSENT: Any = object()
 
 
+type Origins = Mapping[str, tuple[np.ndarray, list[str]]]
+"""Each row's origin labels (:class:`casstore.sources.Loaded`'s ``origins``)."""
+
+
 def sample_lines(
-    table: RewardTable, rules: Attempts, details: Sequence[Any] | None
+    table: RewardTable,
+    rules: Attempts,
+    details: Sequence[Any] | None,
+    origins: Origins | None = None,
 ) -> Iterator[bytes]:
     """Blocks of ``samples.jsonl`` lines (each line ending ``\\n``) of a canonical ``table``,
     in row order; ``details``: one object per row with the fields of
     :data:`~casstore.bundle.samples.DETAIL_FIELDS` (a trial record, or a sample read back), or None
-    (the job id only, when the table holds one job)."""
+    (the job id only, when the table holds one job); ``origins``: each row's ``job`` and
+    ``source`` labels, written beside it (None: none written)."""
     encoder = msgspec.json.Encoder()
     for start in range(0, len(table), BLOCK):
         rows = slice(start, min(start + BLOCK, len(table)))
         with paused_gc():
-            lines = encoder.encode_lines(_samples(table, rules, details, rows))
+            lines = encoder.encode_lines(_samples(table, rules, details, rows, origins or {}))
         yield lines
 
 
 def _samples(
-    table: RewardTable, rules: Attempts, details: Sequence[Any] | None, rows: slice
+    table: RewardTable,
+    rules: Attempts,
+    details: Sequence[Any] | None,
+    rows: slice,
+    origins: Origins,
 ) -> list[Sample]:
     """The :class:`Sample` of each row of ``rows``, built column by column."""
     n = rows.stop - rows.start
@@ -86,6 +98,9 @@ def _samples(
             columns[name] = list(map(attrgetter(name), chosen))
     else:
         columns["job_id"] = [table.jobs[0] if len(table.jobs) == 1 else ""] * n
+    for name in ("job", "source"):
+        codes, labels = origins.get(name, (None, []))
+        columns[name] = [""] * n if codes is None else _labels(labels, codes[rows], empty=False)
     default = [None] * n
     return list(
         starmap(Sample, zip(*(columns.get(f, default) for f in SAMPLE_FIELDS), strict=True))

@@ -41,7 +41,8 @@ def is_bundle(path: Path | str) -> bool:
 @dataclass(eq=False)
 class Bundle:
     """An opened bundle: ``summary`` (summary.json, decoded), ``scoring`` (its definition),
-    ``table`` (the canonical reward table of samples.jsonl), ``job_ids`` (each row's job) and
+    ``table`` (the canonical reward table of samples.jsonl), ``job_ids`` (each row's job),
+    ``labels`` (each row's job label and source label as written, ``""`` where none was) and
     ``details``: its samples, one per row (they hold their details,
     :data:`~casstore.bundle.samples.DETAIL_FIELDS`), or empty when opened without."""
 
@@ -50,6 +51,7 @@ class Bundle:
     scoring: Scoring
     table: RewardTable
     job_ids: list[str]
+    labels: tuple[list[str], list[str]]
     details: list[Sample]
 
 
@@ -131,4 +133,5 @@ def open_bundle(root: Path | str, details: bool = True) -> Bundle:
         samples = read_samples(kept[SAMPLES], where, details)
         table = table_of_samples(samples, scoring.reward_key, where)
     job_ids = list(map(attrgetter("job_id"), samples))
-    return Bundle(root, summary, scoring, table, job_ids, samples if details else [])
+    labels = (list(map(attrgetter("job"), samples)), list(map(attrgetter("source"), samples)))
+    return Bundle(root, summary, scoring, table, job_ids, labels, samples if details else [])

@@ -8,7 +8,7 @@ Written by :mod:`casstore.bundle.lines` from the rows of a reward table, read ba
      "status": "scored",                     # scored | partial | errored | no_verifier | invalid
      "primary": 1.0,                         # the value scored (0.0 when unusable; null: invalid)
      "rewards": {"reward": 1.0, "style": 2}, # every reward as the table holds it (see below)
-     "job_id": "<job id>",
+     "job_id": "<job id>", "job": "<job label>", "source": "<source as given>",
      "diagnostics": [{"code": "secondary_missing", "output": "fmt"}],
      "has_exception": false, "has_verifier": true, "valid": true,
      "exception_type": ..., "exception_message": ..., "failure": "<failure code>",
@@ -19,6 +19,10 @@ Written by :mod:`casstore.bundle.lines` from the rows of a reward table, read ba
      "n_input_tokens": ..., "n_cache_tokens": ..., "n_output_tokens": ..., "cost_usd": ...,
      "evidence": "sha256:<pack>#<i>", "trace": "<trace reference>",
      "result_path": "/abs/trial/result.json"}
+
+``job`` and ``source`` are the labels ``--group-by job,source`` gave the row when the bundle was
+written (:mod:`casstore.origins`; absent in older bundles, and ``job`` when the rows were not
+known by job): reading the bundle gives them back, so its groups come back as they were.
 
 ``rewards`` keeps how each value was written (:class:`~casstore.table.columns.Kind`): a JSON
 float is a NUMBER, an integer an INTEGER, ``true``/``false`` a BOOLEAN, ``"NaN"``,
@@ -76,6 +80,8 @@ class Sample(msgspec.Struct, omit_defaults=True, gc=False):
     primary: float | None
     rewards: dict[str, Any]
     job_id: str = ""
+    job: str = ""
+    source: str = ""
     diagnostics: list[Diagnostic] = []
     has_exception: bool = False
     has_verifier: bool = True

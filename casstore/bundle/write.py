@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from casstore.bundle.files import Content, FileEntry, write_files
-from casstore.bundle.lines import sample_lines
+from casstore.bundle.lines import Origins, sample_lines
 from casstore.bundle.read import SAMPLES, SUMMARY
 from casstore.bundle.samples import Details
 from casstore.bundle.summary import SUMMARY_SCHEMA, Scoring, dumps, provenance, scoring_json
@@ -35,6 +35,7 @@ def write_bundle(
     *,
     details: Sequence[Details] | None = None,
     sources: Sequence[str] = (),
+    origins: Origins | None = None,
     taskset: dict[str, Any] | None = None,
 ) -> list[FileEntry]:
     """Write the bundle of ``report`` to ``dest`` (missing or an empty directory; nothing is
@@ -43,7 +44,9 @@ def write_bundle(
     ``report`` must carry its table (what :func:`scoring.score` returns), a canonical one;
     ``details`` one per row (None: the job ids only); ``scoring`` the definition it was
     scored with (a metric given as a path is copied into the bundle); ``taskset``: the
-    ``{"ref", "tasks"}`` the trials were checked against. UsageError for a report without
+    ``{"ref", "tasks"}`` the trials were checked against; ``origins``: each row's ``job`` and
+    ``source`` labels (:class:`casstore.sources.Loaded`'s), kept in its sample so that a
+    rescore of the bundle groups its rows as they were. UsageError for a report without
     its table, or details not one per row."""
     table = report.table
     if table is None:
@@ -55,7 +58,7 @@ def write_bundle(
     rules = apply_rules(table)
     copies, definition = _metric_copies(scoring)
     files: dict[str, Content | Callable[[Mapping[str, FileEntry]], Content]] = {
-        SAMPLES: sample_lines(table, rules, details),
+        SAMPLES: sample_lines(table, rules, details, origins),
         **copies,
     }
 

@@ -9,6 +9,7 @@ joins the chunks into the job.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 from collections.abc import Sequence
@@ -148,7 +149,10 @@ def read_chunk(args: tuple[str, list[str], str], evidence: Evidence) -> Chunk:
         base = "" if dir_fd is not None else job_dir + "/"
         rows, errors, records, datas = _parse_all(dir_fd, base, names, evidence.id)
         traces = [(i, read_trajectory(dir_fd, base, names[row])) for i, row in enumerate(rows)]
-        found = [(i, data) for i, data in traces if data is not None]
+        found = [(i, data) for i, data in traces if isinstance(data, bytes)]
+        for i, data in traces:
+            if isinstance(data, str):  # refused: the reason kept on the trial
+                records[i].metadata = {**records[i].metadata, TRACE_REFUSED: data}
         blobs = evidence.compress_many(datas + [data for _, data in found])
     finally:
         if dir_fd is not None:
@@ -162,27 +166,48 @@ TRAJECTORIES = ("agent/trajectory.json", "artifacts/trajectory.json")
 ``artifacts/`` an agent's trajectory was collected into; the first found is kept."""
 
 
-def read_trajectory(dir_fd: int | None, base: str, trial: str) -> bytes | None:
+TRACE_REFUSED = "trace_refused"
+"""The trial record's ``metadata`` key saying why its trajectory was not kept (one was there
+but could not be read as a regular file): ``<where>: <rule>``; ``show --trace`` says it."""
+
+
+def read_trajectory(dir_fd: int | None, base: str, trial: str) -> bytes | str | None:
     """The bytes of the trial's ATIF trajectory (:data:`TRAJECTORIES`, a regular file, no
-    link followed at its name, at most :data:`~casstore.trials.files.MAX_RESULT_BYTES`), or
-    None when it has none that can be read."""
+    link followed at its name, at most :data:`~casstore.trials.files.MAX_RESULT_BYTES`); else
+    why the first one there was refused (``agent/trajectory.json: a symbolic link (not
+    followed)``, ``...: not a regular file (a FIFO)``), or None when it has none."""
+    refused = None
     for where in TRAJECTORIES:
         path = f"{base}{trial}/{where}"
         # a missing file (the usual case) costs one faccessat and no exception
         if not os.access(path, os.F_OK, dir_fd=dir_fd, follow_symlinks=False):
             continue
         try:
-            fd = os.open(path, OPEN_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
-        except OSError:
-            continue
-        try:
-            if not_regular(os.fstat(fd).st_mode) is None:
-                return read_rest(fd, b"")
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-    return None
+            data = _read_regular(path, dir_fd)
+        except OSError as error:
+            data = _unreadable(error)
+        if isinstance(data, bytes):
+            return data
+        refused = refused or f"{where}: {data}"
+    return refused
+
+
+def _read_regular(path: str, dir_fd: int | None) -> bytes | str:
+    """The bytes of the regular file at ``path`` (no link followed), or the rule it breaks;
+    OSError when it cannot be opened or read."""
+    fd = os.open(path, OPEN_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
+    try:
+        problem = not_regular(os.fstat(fd).st_mode)
+        return problem if problem is not None else read_rest(fd, b"")
+    finally:
+        os.close(fd)
+
+
+def _unreadable(error: OSError) -> str:
+    """Why an opened trajectory could not be read, as the diagnostic says it."""
+    if error.errno == errno.ELOOP:
+        return "a symbolic link (not followed)"
+    return error.strerror or str(error)
 
 
 def _parse_all(
