@@ -144,6 +144,13 @@ class Client:
         except Exception as error:
             raise self.failed(key, error) from error
 
+    async def body_async(self, key: str, result: Any) -> bytes:
+        """The whole body of the GET ``result`` of ``key`` (:meth:`open_async`), awaited."""
+        try:
+            return bytes(await result.bytes_async())
+        except Exception as error:
+            raise self.failed(key, error) from error
+
     def chunks(self, key: str, result: Any, size: int) -> Iterator[bytes]:
         """The body of the GET ``result`` of ``key`` (:meth:`open_async`) as it arrives, in
         chunks of at least ``size`` bytes (the last one may be shorter); on this thread."""

@@ -13,7 +13,8 @@ caller's to drop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -160,35 +161,50 @@ def fetch_snapshot(client: Client, digest: str, named_by: str) -> JobSnapshot:
 async def fetch_archive(client: Client, revision: TaskRevision, out: Path, limits: Limits) -> None:
     """Stream the archive of ``revision`` into the new file ``out``, verified as it arrives
     (address, structure, content digest: when its last byte is written it is verified);
-    CorruptRemoteError naming the remote object when it is missing or fails."""
+    CorruptRemoteError naming the remote object when it is missing or fails. An archive of
+    one block or less is read whole on the event loop (no thread waits on the network for
+    it), then checked."""
+    from casstore.archive.compress import STREAM_BLOCK  # here: ``ls --remote`` needs no reader
+
     key = archive_key(revision.archive_ref)
     result = await client.open_async(key)
     if result is None:
         named_by = value_key("revisions", revision.digest)
         raise CorruptRemoteError(client.where(key), f"missing (named by {named_by})")
-    await asyncio.to_thread(_receive, client, key, result, revision, out, limits)
+    blocks: Iterable[bytes]
+    if result.meta["size"] <= STREAM_BLOCK:
+        blocks = (await client.body_async(key, result),)
+    else:
+        blocks = client.chunks(key, result, STREAM_BLOCK)
+    await asyncio.to_thread(_receive, client, key, blocks, revision, out, limits)
 
 
 def _receive(
-    client: Client, key: str, result: Any, revision: TaskRevision, out: Path, limits: Limits
+    client: Client,
+    key: str,
+    blocks: Iterable[bytes],
+    revision: TaskRevision,
+    out: Path,
+    limits: Limits,
 ) -> None:
-    """The body of ``result`` written to ``out`` and verified on the way (on this thread)."""
-    from casstore.archive.compress import STREAM_BLOCK  # here: ``ls --remote`` needs no reader
+    """``blocks`` (the body of ``key``) written to ``out`` and verified on the way, then
+    fsync-ed."""
     from casstore.archive.read import verify_blocks
 
     with out.open("wb") as handle:
-        blocks = _written(client.chunks(key, result, STREAM_BLOCK), handle)
         try:
-            verified = verify_blocks(blocks, str(out), revision.address, limits)
+            verified = verify_blocks(_written(blocks, handle), str(out), revision.address, limits)
         except CheckError as error:
             in_archive(error, out)
             raise CorruptRemoteError(client.where(key), error.rule) from error
+        handle.flush()
+        os.fsync(handle.fileno())  # here, beside the other transfers: placing finds it clean
     if str(verified.content_digest) != revision.content_digest:
         rule = f"content digest {verified.content_digest}, expected {revision.content_digest}"
         raise CorruptRemoteError(client.where(key), rule)
 
 
-def _written(blocks: Iterator[bytes], handle: BinaryIO) -> Iterator[bytes]:
+def _written(blocks: Iterable[bytes], handle: BinaryIO) -> Iterator[bytes]:
     """``blocks``, each written to ``handle`` as it passes."""
     for block in blocks:
         handle.write(block)
