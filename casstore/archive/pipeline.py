@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from typing import BinaryIO, TypeVar
@@ -110,26 +110,33 @@ def decoded_stream(
 
 @contextmanager
 def decoded_blocks(
-    blocks: Iterator[bytes], compression: Compression, limits: Limits
+    blocks: Iterator[bytes], compression: Compression, limits: Limits, prefetch: bool = True
 ) -> Iterator[tuple[Iterator[bytes], ArchiveBytes]]:
     """:func:`decoded_stream` of an archive given as its compressed bytes ``blocks`` (in
     order, of any sizes; e.g. as they arrive from the network), pulled on the first stage's
-    thread."""
+    thread (``prefetch`` False: on the consumer's, for bytes already in memory, where a
+    thread would only add a hand-off)."""
     source = ArchiveBytes(limits)
-    blocks = Prefetch(_counted(blocks, source), DEPTH, "casstore-read")
-    stages = [blocks]
+    inline = _counted(blocks, source)
+    counted: Iterator[bytes] = inline
+    stages: list[Prefetch[bytes]] = []
+    if prefetch:
+        counted = Prefetch(inline, DEPTH, "casstore-read")
+        stages.append(counted)
     try:
-        chunks: Iterator[bytes] = blocks
+        chunks: Iterator[bytes] = counted
         if compression != "none":
-            chunks = Prefetch(_decoded(compression, _BlockReader(blocks)), DEPTH, "casstore-decode")
+            decoded = _decoded(compression, _BlockReader(counted))
+            chunks = Prefetch(decoded, DEPTH, "casstore-decode")
             stages.append(chunks)
         yield chunks, source
     finally:
         for stage in reversed(stages):
             stage.close()
+        inline.close()
 
 
-def _counted(blocks: Iterator[bytes], source: ArchiveBytes) -> Iterator[bytes]:
+def _counted(blocks: Iterator[bytes], source: ArchiveBytes) -> Generator[bytes]:
     try:
         for block in blocks:
             source.add(block)

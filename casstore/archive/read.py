@@ -13,7 +13,7 @@ nothing is left behind.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -75,11 +75,12 @@ def verify_blocks(
 ) -> VerifyResult:
     """:func:`verify_archive` of an archive given as its bytes ``blocks`` (in order, of any
     sizes), checked as they come (e.g. from the network, written to a file on the way): when
-    the last block is in, the archive is verified. Errors name ``where``; one raised by
-    ``blocks`` itself passes through."""
+    the last block is in, the archive is verified (blocks given as a sequence are read on
+    this thread). Errors name ``where``; one raised by ``blocks`` itself passes through."""
     expected = _expected(expect)
+    in_memory = isinstance(blocks, Sequence)  # no read to overlap: no thread for it
     try:
-        return _read_blocks(iter(blocks), where, expected, limits or Limits(), None)
+        return _read_blocks(iter(blocks), where, expected, limits or Limits(), None, in_memory)
     except CheckError as error:
         error.located(where)
         raise
@@ -136,6 +137,7 @@ def _read_blocks(
     expect: Digest | None,
     limits: Limits,
     extractor: Extractor | None,
+    in_memory: bool = False,
 ) -> VerifyResult:
     """The one streaming pass (see the module docstring) over the archive's bytes."""
     head: list[bytes] = []
@@ -145,7 +147,8 @@ def _read_blocks(
         have += len(block)
     compression = detect(b"".join(head)[:_HEAD])
     checker = _Checker(limits, extractor)
-    with decoded_blocks(itertools.chain(head, blocks), compression, limits) as (chunks, source):
+    stream = decoded_blocks(itertools.chain(head, blocks), compression, limits, not in_memory)
+    with stream as (chunks, source):
         content = read_members(chunks, limits, checker.visit)
     address = source.address()
     if expect is not None and address != expect:
