@@ -192,8 +192,12 @@ def _receive(
     from casstore.archive.read import verify_blocks
 
     with out.open("wb") as handle:
+        if isinstance(blocks, tuple):  # in memory: written at once, read on this thread
+            handle.writelines(blocks)
+        else:
+            blocks = _written(blocks, handle)
         try:
-            verified = verify_blocks(_written(blocks, handle), str(out), revision.address, limits)
+            verified = verify_blocks(blocks, str(out), revision.address, limits)
         except CheckError as error:
             in_archive(error, out)
             raise CorruptRemoteError(client.where(key), error.rule) from error
