@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Generator, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from functools import partial
 from typing import BinaryIO, TypeVar
 
 from casstore.archive.compress import STREAM_BLOCK, Compression, decode
@@ -25,7 +26,7 @@ from casstore.archive.limits import Limits
 from casstore.archive.summary import ArchiveBytes
 from casstore.errors import CorruptArchiveError
 
-__all__ = ["DEPTH", "Prefetch", "decoded_stream"]
+__all__ = ["DEPTH", "Prefetch", "decoded_blocks", "decoded_stream"]
 
 DEPTH = 4
 """Blocks a stage may run ahead of its consumer."""
@@ -97,32 +98,53 @@ class Prefetch[T]:
         self._thread.join()
 
 
-@contextmanager
 def decoded_stream(
     handle: BinaryIO, compression: Compression, limits: Limits
-) -> Iterator[tuple[Iterator[bytes], ArchiveBytes]]:
+) -> AbstractContextManager[tuple[Iterator[bytes], ArchiveBytes]]:
     """The uncompressed stream of the archive open in ``handle`` (at its start), as chunks of
     at most ``STREAM_BLOCK`` bytes, and the :class:`ArchiveBytes` that count, bound and hash
     the file's bytes as they are read (complete once the chunks are used up). The stages stop
     when the block exits."""
+    return decoded_blocks(iter(partial(handle.read, STREAM_BLOCK), b""), compression, limits)
+
+
+@contextmanager
+def decoded_blocks(
+    blocks: Iterator[bytes], compression: Compression, limits: Limits, prefetch: bool = True
+) -> Iterator[tuple[Iterator[bytes], ArchiveBytes]]:
+    """:func:`decoded_stream` of an archive given as its compressed bytes ``blocks`` (in
+    order, of any sizes; e.g. as they arrive from the network), pulled on the first stage's
+    thread (``prefetch`` False: on the consumer's, for bytes already in memory, where a
+    thread would only add a hand-off)."""
     source = ArchiveBytes(limits)
-    blocks = Prefetch(_read_blocks(handle, source), DEPTH, "casstore-read")
-    stages = [blocks]
+    inline = _counted(blocks, source)
+    counted: Iterator[bytes] = inline
+    stages: list[Prefetch[bytes]] = []
+    if prefetch:
+        counted = Prefetch(inline, DEPTH, "casstore-read")
+        stages.append(counted)
     try:
-        chunks: Iterator[bytes] = blocks
+        chunks: Iterator[bytes] = counted
         if compression != "none":
-            chunks = Prefetch(_decoded(compression, _BlockReader(blocks)), DEPTH, "casstore-decode")
+            decoded = _decoded(compression, _BlockReader(counted))
+            chunks = Prefetch(decoded, DEPTH, "casstore-decode")
             stages.append(chunks)
         yield chunks, source
     finally:
         for stage in reversed(stages):
             stage.close()
+        inline.close()
 
 
-def _read_blocks(handle: BinaryIO, source: ArchiveBytes) -> Iterator[bytes]:
-    while block := handle.read(STREAM_BLOCK):
-        source.add(block)
-        yield block
+def _counted(blocks: Iterator[bytes], source: ArchiveBytes) -> Generator[bytes]:
+    try:
+        for block in blocks:
+            source.add(block)
+            yield block
+    finally:
+        close = getattr(blocks, "close", None)
+        if close is not None:
+            close()
 
 
 def _decoded(compression: Compression, reader: _BlockReader) -> Iterator[bytes]:

@@ -12,15 +12,18 @@ nothing is left behind.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from casstore.archive.compress import detect
+from casstore.archive.compress import STREAM_BLOCK, detect
 from casstore.archive.extract import Extractor
 from casstore.archive.layout import TaskLayout, check_tree_layout
 from casstore.archive.limits import Limits
 from casstore.archive.links import Node, check_link
-from casstore.archive.pipeline import decoded_stream
+from casstore.archive.pipeline import decoded_blocks
 from casstore.archive.summary import ArchiveSummary
 from casstore.archive.tarformat import Kind
 from casstore.archive.tarstream import Sink, read_members
@@ -34,7 +37,7 @@ from casstore.errors import (
 )
 from casstore.inputs import open_binary
 
-__all__ = ["VerifyResult", "extract_archive", "verify_archive"]
+__all__ = ["VerifyResult", "extract_archive", "verify_archive", "verify_blocks"]
 
 _NAME_MAX = 255  # bytes in one name component (Linux NAME_MAX): no packed tree holds more
 _PATH_MAX = 4096  # a link target must be shorter (Linux PATH_MAX, terminating NUL included)
@@ -62,6 +65,25 @@ def verify_archive(
     (:mod:`casstore.inputs`) or ``expect`` is malformed.
     """
     return _read(Path(archive), _expected(expect), limits or Limits(), None)
+
+
+def verify_blocks(
+    blocks: Iterable[bytes],
+    where: str,
+    expect: Digest | str | None = None,
+    limits: Limits | None = None,
+) -> VerifyResult:
+    """:func:`verify_archive` of an archive given as its bytes ``blocks`` (in order, of any
+    sizes), checked as they come (e.g. from the network, written to a file on the way): when
+    the last block is in, the archive is verified (blocks given as a sequence are read on
+    this thread). Errors name ``where``; one raised by ``blocks`` itself passes through."""
+    expected = _expected(expect)
+    in_memory = isinstance(blocks, Sequence)  # no read to overlap: no thread for it
+    try:
+        return _read_blocks(iter(blocks), where, expected, limits or Limits(), None, in_memory)
+    except CheckError as error:
+        error.located(where)
+        raise
 
 
 def extract_archive(
@@ -105,14 +127,32 @@ def _read_checked(
     archive: Path, expect: Digest | None, limits: Limits, extractor: Extractor | None
 ) -> VerifyResult:
     with open_binary(archive, "cannot open archive") as handle:
-        compression = detect(handle.read(512))
-        handle.seek(0)
-        checker = _Checker(limits, extractor)
-        with decoded_stream(handle, compression, limits) as (chunks, source):
-            content = read_members(chunks, limits, checker.visit)
+        blocks = iter(partial(handle.read, STREAM_BLOCK), b"")
+        return _read_blocks(blocks, str(archive), expect, limits, extractor)
+
+
+def _read_blocks(
+    blocks: Iterator[bytes],
+    where: str,
+    expect: Digest | None,
+    limits: Limits,
+    extractor: Extractor | None,
+    in_memory: bool = False,
+) -> VerifyResult:
+    """The one streaming pass (see the module docstring) over the archive's bytes."""
+    head: list[bytes] = []
+    have = 0
+    while have < _HEAD and (block := next(blocks, None)) is not None:
+        head.append(block)
+        have += len(block)
+    compression = detect(b"".join(head)[:_HEAD])
+    checker = _Checker(limits, extractor)
+    stream = decoded_blocks(itertools.chain(head, blocks), compression, limits, not in_memory)
+    with stream as (chunks, source):
+        content = read_members(chunks, limits, checker.visit)
     address = source.address()
     if expect is not None and address != expect:
-        raise DigestMismatchError(str(archive), f"address is {address}, expected {expect}")
+        raise DigestMismatchError(where, f"address is {address}, expected {expect}")
     layout = checker.finish()
     return VerifyResult(
         address=address,
@@ -124,6 +164,9 @@ def _read_checked(
         top=checker.top,
         layout=layout,
     )
+
+
+_HEAD = 512  # bytes the compression is detected from
 
 
 _CONFIG = ("task.toml",)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import configparser
 import os
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,6 @@ from casstore.remote.config import Remote
 
 __all__ = ["Client", "open_client"]
 
-_CHUNK = 8 << 20
 RETRY: Any = {"max_retries": 3, "retry_timeout": timedelta(seconds=30)}
 """A request failing for a reason worth retrying (a timeout, a 5xx) is retried 3 times within
 30 s (obstore's defaults, 10 times within 3 min, kept a wrong endpoint waiting minutes)."""
@@ -134,18 +134,29 @@ class Client:
         except Exception as error:
             raise self.failed(key, error) from error
 
-    async def download_async(self, key: str, out: Any) -> int | None:
-        """Stream ``key`` into the binary file ``out`` in 8 MiB chunks: its size, None when
-        the remote holds no such object."""
+    async def open_async(self, key: str) -> Any:
+        """The GET of ``key`` begun (obstore's ``GetResult``: its body not read yet), None
+        when the remote holds no such object; read it with :meth:`chunks`."""
         try:
-            result = await obstore.get_async(self.store, key)
-            size = 0
-            async for chunk in result.stream(min_chunk_size=_CHUNK):
-                out.write(memoryview(chunk))
-                size += len(chunk)
-            return size
+            return await obstore.get_async(self.store, key)
         except FileNotFoundError:
             return None
+        except Exception as error:
+            raise self.failed(key, error) from error
+
+    async def body_async(self, key: str, result: Any) -> bytes:
+        """The whole body of the GET ``result`` of ``key`` (:meth:`open_async`), awaited."""
+        try:
+            return bytes(await result.bytes_async())
+        except Exception as error:
+            raise self.failed(key, error) from error
+
+    def chunks(self, key: str, result: Any, size: int) -> Iterator[bytes]:
+        """The body of the GET ``result`` of ``key`` (:meth:`open_async`) as it arrives, in
+        chunks of at least ``size`` bytes (the last one may be shorter); on this thread."""
+        try:
+            for chunk in result.stream(min_chunk_size=size):
+                yield bytes(chunk)
         except Exception as error:
             raise self.failed(key, error) from error
 

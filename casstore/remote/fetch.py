@@ -3,18 +3,22 @@ snapshots fetched, each checked before it is used (:mod:`casstore.remote.objects
 
 A REF is tried as a taskset, then a task (``[workspace/]name[#digest]``, the digest one of the
 ref's history), then a job (its id, or the name its latest snapshot's record gives). An
-archive is streamed into a file and read by the reader ``verify`` uses (address, structure,
-content digest); anything that fails is :class:`~casstore.errors.CorruptRemoteError` naming
-the remote object, and the file is the caller's to drop.
+archive is streamed into a file and checked on the way by the reader ``verify`` uses
+(:func:`~casstore.archive.read.verify_blocks`: address, structure, content digest), so the
+check overlaps the transfer; anything that fails is
+:class:`~casstore.errors.CorruptRemoteError` naming the remote object, and the file is the
+caller's to drop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from casstore.archive.limits import Limits
 from casstore.errors import (
@@ -155,22 +159,57 @@ def fetch_snapshot(client: Client, digest: str, named_by: str) -> JobSnapshot:
 
 
 async def fetch_archive(client: Client, revision: TaskRevision, out: Path, limits: Limits) -> None:
-    """Stream the archive of ``revision`` into the new file ``out`` and verify it there
-    (address, structure, content digest); CorruptRemoteError naming the remote object when
-    it is missing or fails."""
-    from casstore.archive.read import verify_archive  # here: ``ls --remote`` needs no reader
+    """Stream the archive of ``revision`` into the new file ``out``, verified as it arrives
+    (address, structure, content digest: when its last byte is written it is verified);
+    CorruptRemoteError naming the remote object when it is missing or fails. An archive of
+    one block or less is read whole on the event loop (no thread waits on the network for
+    it), then checked."""
+    from casstore.archive.compress import STREAM_BLOCK  # here: ``ls --remote`` needs no reader
 
     key = archive_key(revision.archive_ref)
-    with out.open("wb") as handle:
-        size = await client.download_async(key, handle)
-    if size is None:
+    result = await client.open_async(key)
+    if result is None:
         named_by = value_key("revisions", revision.digest)
         raise CorruptRemoteError(client.where(key), f"missing (named by {named_by})")
-    try:
-        result = await asyncio.to_thread(verify_archive, out, revision.address, limits)
-    except CheckError as error:
-        in_archive(error, out)
-        raise CorruptRemoteError(client.where(key), error.rule) from error
-    if str(result.content_digest) != revision.content_digest:
-        rule = f"content digest {result.content_digest}, expected {revision.content_digest}"
+    blocks: Iterable[bytes]
+    if result.meta["size"] <= STREAM_BLOCK:
+        blocks = (await client.body_async(key, result),)
+    else:
+        blocks = client.chunks(key, result, STREAM_BLOCK)
+    await asyncio.to_thread(_receive, client, key, blocks, revision, out, limits)
+
+
+def _receive(
+    client: Client,
+    key: str,
+    blocks: Iterable[bytes],
+    revision: TaskRevision,
+    out: Path,
+    limits: Limits,
+) -> None:
+    """``blocks`` (the body of ``key``) written to ``out`` and verified on the way, then
+    fsync-ed."""
+    from casstore.archive.read import verify_blocks
+
+    with out.open("wb") as handle:
+        if isinstance(blocks, tuple):  # in memory: written at once, read on this thread
+            handle.writelines(blocks)
+        else:
+            blocks = _written(blocks, handle)
+        try:
+            verified = verify_blocks(blocks, str(out), revision.address, limits)
+        except CheckError as error:
+            in_archive(error, out)
+            raise CorruptRemoteError(client.where(key), error.rule) from error
+        handle.flush()
+        os.fsync(handle.fileno())  # here, beside the other transfers: placing finds it clean
+    if str(verified.content_digest) != revision.content_digest:
+        rule = f"content digest {verified.content_digest}, expected {revision.content_digest}"
         raise CorruptRemoteError(client.where(key), rule)
+
+
+def _written(blocks: Iterable[bytes], handle: BinaryIO) -> Iterator[bytes]:
+    """``blocks``, each written to ``handle`` as it passes."""
+    for block in blocks:
+        handle.write(block)
+        yield block

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from casstore.progress import NO_PROGRESS, Progress
 
@@ -35,6 +36,9 @@ def run_parallel[T](
 async def _run[T](
     work: Sequence[tuple[str, Callable[[], Awaitable[T]]]], progress: Progress, parallel: int
 ) -> list[T]:
+    # The threads of asyncio.to_thread wait on the disk (fsync) or the network: as many as
+    # the transfers in flight, not the default executor's few (cores + 4).
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(parallel))
     gate = asyncio.Semaphore(parallel)
 
     async def one(label: str, start: Callable[[], Awaitable[T]]) -> T:
