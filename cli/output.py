@@ -12,8 +12,6 @@ progress bar on a terminal: JSON output, errors and plain lines need none of it 
 
 from __future__ import annotations
 
-import json
-import math
 import re
 import sys
 from collections.abc import Collection, Iterable, Iterator, Sequence
@@ -141,29 +139,12 @@ def empty_listing(what: str, options: Any) -> None:
 
 
 def emit_json(payload: Any) -> None:
-    """Write ``payload`` as indented JSON (orjson) to stdout; NaN and infinity as ``null``.
+    """Write ``payload`` to stdout as :func:`casstore.jsontext.json_text` writes it
+    (indented; NaN and infinity as ``null``; an integer beyond 64 bits exact)."""
+    from casstore.jsontext import json_text  # here: for start-up time
 
-    An integer beyond 64 bits (an exact Harbor Sum of huge integer rewards), which orjson
-    refuses, is written exactly by the standard library instead."""
-    import orjson
-
-    try:
-        data = orjson.dumps(payload, option=orjson.OPT_INDENT_2)
-    except TypeError:
-        data = json.dumps(_finite(payload), indent=2, ensure_ascii=False).encode()
-    sys.stdout.buffer.write(data + b"\n")
+    sys.stdout.buffer.write(json_text(payload))
     sys.stdout.flush()
-
-
-def _finite(value: Any) -> Any:
-    """``value`` with every non-finite float replaced by None (as orjson writes them)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(item) for item in value]
-    return value
 
 
 def error_json(error: CasstoreError) -> dict[str, object]:

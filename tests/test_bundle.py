@@ -16,9 +16,9 @@ from casstore.bundle import canonical, open_bundle
 from casstore.bundle.lines import sample_lines
 from casstore.bundle.read import SAMPLES, SUMMARY
 from casstore.bundle.samples import read_samples
-from casstore.bundle.summary import dumps
 from casstore.bundle.table import table_of_samples
 from casstore.errors import CorruptArchiveError, DigestMismatchError, UsageError
+from casstore.jsontext import json_text
 from casstore.table.columns import Flag, RewardTable
 from scoring import apply_rules, score
 from tests.helpers import TB2_HAIKU_COUNTS, run_cli
@@ -115,7 +115,7 @@ def tb2_bundle(tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path) -> 
 def test_bundle_of_a_real_job_holds_the_rescore(tb2_bundle: Path, fixtures_dir: Path) -> None:
     plain = casstore.rescore([fixtures_dir / JOB], store=tb2_bundle.parent / "none")
     summary = json.loads((tb2_bundle / SUMMARY).read_bytes())
-    assert summary["report"] == json.loads(dumps(plain.to_json()))
+    assert summary["report"] == json.loads(json_text(plain.to_json()))
     assert summary["report"]["counts"] == TB2_HAIKU_COUNTS
     origin = summary["provenance"]
     assert origin["jobs"] == ["1ea8f217-0d00-4ce0-859b-0fc92e7325d7"]
@@ -143,7 +143,7 @@ def test_a_bundle_reopens_to_its_own_summary(capsys, tb2_bundle: Path, tmp_path:
     assert (again / SAMPLES).read_bytes() == (tb2_bundle / SAMPLES).read_bytes()
     second = json.loads((again / SUMMARY).read_bytes())
     for part in ("report", "scoring"):
-        assert dumps(second[part]) == dumps(summary[part])
+        assert json_text(second[part]) == json_text(summary[part])
     assert second["provenance"]["sources"] == [str(tb2_bundle)]
 
 
@@ -173,7 +173,7 @@ def test_a_bundle_is_written_whole_or_not_at_all(tmp_path: Path, monkeypatch) ->
     def broken(payload: object) -> bytes:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(writing, "dumps", broken)
+    monkeypatch.setattr(writing, "json_text", broken)
     with pytest.raises(OSError):
         casstore.rescore([job], store=tmp_path / "none", bundle=tmp_path / "out" / "b")
     assert not (tmp_path / "out").exists()  # the parent it made, removed again

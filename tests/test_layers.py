@@ -3,7 +3,7 @@ project module goes down the layers, and no module imports itself back through o
 
 Layers, bottom first (README, "Architecture"); each may import the ones it lists::
 
-    base      casstore.errors, .digest, .names, .progress, .inputs, .bounds
+    base      casstore.errors, .digest, .names, .progress, .inputs, .bounds, .jsontext
     archive   casstore.archive        base
     verifier  casstore.verifier       base, archive (the runner and helpers it writes into a
                                       task import nothing of casstore)
@@ -47,6 +47,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "casstore.lazy",
             "casstore.inputs",
             "casstore.bounds",
+            "casstore.jsontext",
         ),
     ),
     ("archive", ("casstore.archive",)),

@@ -38,7 +38,7 @@ import msgspec
 from casstore.bundle.files import FileEntry, json_bytes, write_files
 from casstore.bundle.lines import sample_lines
 from casstore.bundle.samples import Details, Sample, read_samples
-from casstore.bundle.summary import dumps
+from casstore.jsontext import json_text
 from scoring import ScoreReport, apply_rules
 
 __all__ = ["FAILURE_DOMAIN", "GAGE_MANIFEST", "GAGE_STATUS", "RAW_ARCHIVE_SCHEMA", "write_gage"]
@@ -79,7 +79,7 @@ def write_gage(
     tasks = _tasks(samples, report.threshold)
     summary = _summary(report, samples, tasks)
     encoded = b"".join(msgspec.json.encode(task) + b"\n" for task in tasks)
-    files = {"samples.jsonl": encoded, "summary.json": dumps(summary)}
+    files = {"samples.jsonl": encoded, "summary.json": json_text(summary)}
     return write_files(dest, files, lambda entries: _manifest(entries, job_dir))
 
 

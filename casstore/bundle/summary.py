@@ -25,8 +25,6 @@ each bundle (versions, time, sources, the taskset given).
 
 from __future__ import annotations
 
-import json
-import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import orjson
 
 from casstore.digest import Digest
 from scoring import View
@@ -44,7 +41,6 @@ from scoring import View
 __all__ = [
     "SUMMARY_SCHEMA",
     "Scoring",
-    "dumps",
     "provenance",
     "scoring_json",
     "taskset_pins",
@@ -161,23 +157,3 @@ def taskset_pins(ref: str, items: Sequence[tuple[str, Any]]) -> dict[str, Any]:
             for key, revision in items
         ],
     }
-
-
-def dumps(payload: Any) -> bytes:
-    """Indented JSON (orjson), NaN and infinity as ``null``, ending with a newline; an integer
-    beyond 64 bits, which orjson refuses, written exactly by the standard library."""
-    try:
-        return orjson.dumps(payload, option=orjson.OPT_INDENT_2) + b"\n"
-    except TypeError:
-        return json.dumps(_finite(payload), indent=2, ensure_ascii=False).encode() + b"\n"
-
-
-def _finite(value: Any) -> Any:
-    """``value`` with every non-finite float replaced by None (as orjson writes them)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(item) for item in value]
-    return value

@@ -20,8 +20,9 @@ from casstore.bundle.files import Content, FileEntry, write_files
 from casstore.bundle.lines import Origins, sample_lines
 from casstore.bundle.read import SAMPLES, SUMMARY
 from casstore.bundle.samples import Details
-from casstore.bundle.summary import SUMMARY_SCHEMA, Scoring, dumps, provenance, scoring_json
+from casstore.bundle.summary import SUMMARY_SCHEMA, Scoring, provenance, scoring_json
 from casstore.errors import UsageError
+from casstore.jsontext import json_text
 from scoring import ScoreReport
 from scoring._harbor_metrics import is_builtin
 
@@ -66,7 +67,7 @@ def write_bundle(
         origin = provenance(
             list(report.jobs), list(sources), len(table), written[SAMPLES].sha256, taskset
         )
-        return dumps(
+        return json_text(
             {
                 "schema": SUMMARY_SCHEMA,
                 "scoring": scoring_json(definition),
