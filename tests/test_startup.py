@@ -98,14 +98,18 @@ def test_gzip_commands_load_no_zstandard_or_thread_pool(
     assert argv[0] != "pack" or "tempfile" not in modules  # the archive's temporary: os.open
 
 
-def test_ls_loads_no_numpy_scoring_harbor_rich_or_packer(tmp_path: Path, archive: Path) -> None:
+def test_ls_loads_no_numpy_scoring_harbor_pydantic_rich_or_packer(
+    tmp_path: Path, archive: Path
+) -> None:
+    """The store's records are msgspec Structs: ``ls`` reads them without pydantic."""
     store = tmp_path / "store"
     task = make_task(tmp_path)
     loaded(tmp_path, "--store", str(store), "publish", str(task))
     code, out, modules = loaded(tmp_path, "--store", str(store), "ls", "tasks")
     assert code == 0
     assert out.startswith("default/task#sha256:")
-    assert not top_level(modules, {"numpy", "scoring._engine", "harbor", "rich"})  # plain lines
+    assert not top_level(modules, {"numpy", "scoring._engine", "harbor", "rich", "pydantic"})
+    assert "casstore.store.records" in modules and "msgspec" in modules  # (rich: plain lines)
     packer_and_reader = {"casstore.archive.pack", "casstore.archive.read", "zstandard", "isal"}
     assert not top_level(modules, packer_and_reader | {"casstore.store.checkout"})
 
