@@ -2,6 +2,10 @@
 # and uv never downloads a Python (UV_PYTHON_DOWNLOADS=never).
 # Set-up prints one line per step; a step's own output (pip's and uv's progress, warnings,
 # the packages installed) is shown only when the step fails, in full (scripts/quietly).
+# Every module runs from bytecode, as from a pip install, even under PYTHONDONTWRITEBYTECODE=1:
+# uv compiles site-packages (--compile-bytecode; uv does not by default) and compileall the
+# project's own packages (installed editable), again whenever a source changes. Python checks
+# a .pyc against its source's mtime and size, so a stale one is never used, only recompiled.
 SHELL := /bin/sh
 export UV_PYTHON_DOWNLOADS := never
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -11,14 +15,16 @@ UV := .tools/bin/uv
 VENV := .venv
 QUIETLY := scripts/quietly
 PACKAGES := ls -d $(VENV)/lib/python*/site-packages/*.dist-info | wc -l
+OWN := casstore cli scoring
+SOURCES := $(shell find $(OWN) -name '*.py')
 PYTEST_ARGS ?=
 
 .PHONY: demo test lint bench bench-report clean
 
-demo: $(VENV)/.runtime
+demo: $(VENV)/.runtime $(VENV)/.compiled
 	@$(VENV)/bin/casstore demo
 
-test: $(VENV)/.synced
+test: $(VENV)/.synced $(VENV)/.compiled
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.synced
@@ -26,10 +32,10 @@ lint: $(VENV)/.synced
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-bench: $(VENV)/.synced
+bench: $(VENV)/.synced $(VENV)/.compiled
 	$(VENV)/bin/python -m pytest benchmarks --benchmark-enable --benchmark-only $(PYTEST_ARGS)
 
-bench-report: $(VENV)/.synced
+bench-report: $(VENV)/.synced $(VENV)/.compiled
 	$(VENV)/bin/python -m benchmarks.report $(PYTEST_ARGS)
 
 $(UV):
@@ -38,17 +44,24 @@ $(UV):
 
 # The demo needs the runtime packages only; test, lint and bench the dev group too.
 # --inexact: a runtime sync leaves the dev packages of an earlier full sync in place.
-$(VENV)/.runtime: $(UV) pyproject.toml uv.lock
+$(VENV)/.runtime: $(UV) pyproject.toml uv.lock Makefile
 	@printf '%s' "casstore: building .venv/ from uv.lock (runtime packages) ... "
-	@$(QUIETLY) $(UV) sync --frozen --no-dev --inexact --python "$(PYTHON)"
+	@$(QUIETLY) $(UV) sync --frozen --no-dev --inexact --compile-bytecode --python "$(PYTHON)"
 	@echo "$$($(PACKAGES) | tr -d ' ') packages"
 	@touch $@
 
-$(VENV)/.synced: $(UV) pyproject.toml uv.lock
+$(VENV)/.synced: $(UV) pyproject.toml uv.lock Makefile
 	@printf '%s' "casstore: building .venv/ from uv.lock (with the dev tools) ... "
-	@$(QUIETLY) $(UV) sync --frozen --python "$(PYTHON)"
+	@$(QUIETLY) $(UV) sync --frozen --compile-bytecode --python "$(PYTHON)"
 	@echo "$$($(PACKAGES) | tr -d ' ') packages"
 	@touch $@ $(VENV)/.runtime
+
+# compileall skips the modules whose .pyc is current: a rerun compiles the changed ones only.
+$(VENV)/.compiled: $(VENV)/.runtime $(SOURCES)
+	@printf '%s' "casstore: compiling $(OWN) to bytecode ... "
+	@$(QUIETLY) $(VENV)/bin/python -m compileall -q $(OWN)
+	@echo "$(words $(SOURCES)) modules"
+	@touch $@
 
 clean:
 	rm -rf .tools $(VENV)

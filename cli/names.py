@@ -65,8 +65,8 @@ def show(
             payload = {
                 "kind": kind,
                 "ref": f"{record.workspace}/{record.name}",
-                "history": [entry.model_dump() for entry in record.history],
-                "revision": revision.model_dump(),
+                "history": [entry.to_builtins() for entry in record.history],
+                "revision": revision.to_builtins(),
             }
     if json:
         emit_json(payload)
@@ -87,7 +87,7 @@ def _revision_payload(store: Store, digest: str) -> dict[str, Any]:
     db, key, revision = store.revision_of(digest)
     kind = "taskset" if db == "taskset_revisions" else "task"
     names = store.names_holding(kind, key)
-    return {"kind": kind, "names": names, "revision": revision.model_dump()}
+    return {"kind": kind, "names": names, "revision": revision.to_builtins()}
 
 
 def _print_field(key: str, value: Any, long: bool) -> None:

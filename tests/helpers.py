@@ -147,3 +147,42 @@ TB2_HAIKU_COUNTS = {
 }
 """The breakdown of the real tb2-haiku job (../shared/fixtures), as import and rescore give
 it: Harbor's own ``n_errors`` is 21."""
+
+
+BYTECODE_CHECK = """
+import importlib.util, os, sys
+for name in sys.argv[1:]:
+    source = importlib.util.find_spec(name).origin
+    try:
+        with open(importlib.util.cache_from_source(source), "rb") as file:
+            header = file.read(16)
+    except FileNotFoundError:
+        print(name, "no .pyc"); continue
+    flags, info = int.from_bytes(header[4:8], "little"), os.stat(source)
+    if flags & 1:  # hash-based
+        with open(source, "rb") as file:
+            current = header[8:16] == importlib.util.source_hash(file.read())
+    else:
+        stamp = (int(info.st_mtime) & 0xFFFFFFFF, info.st_size & 0xFFFFFFFF)
+        current = stamp == tuple(int.from_bytes(header[i : i + 4], "little") for i in (8, 12))
+    if header[:4] != importlib.util.MAGIC_NUMBER or not current:
+        print(name, "stale .pyc")
+"""
+
+
+def without_bytecode(
+    python: Path, modules: Sequence[str], env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> list[str]:
+    """The ``modules`` that ``python`` (a venv's interpreter) would compile from source on
+    import: ``name no .pyc`` or ``name stale .pyc`` (wrong magic number, or the header's
+    mtime and size, or hash, not the source's), one per line; [] when all are compiled. Run
+    in ``cwd``: the project whose modules are found first."""
+    done = subprocess.run(
+        [str(python), "-c", BYTECODE_CHECK, *modules],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=cwd,
+    )
+    return done.stdout.splitlines()

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, without_bytecode
+from tests.test_startup import COMPILED
 
-SETUP_TARGETS = ("$(UV):", "$(VENV)/.runtime:", "$(VENV)/.synced:")
+SETUP_TARGETS = ("$(UV):", "$(VENV)/.runtime:", "$(VENV)/.synced:", "$(VENV)/.compiled:")
 QUIET_COMMANDS = re.compile(r"^@(echo|printf|touch) |^@\$\(QUIETLY\) ")
 
 
@@ -33,13 +34,13 @@ def recipes() -> dict[str, list[str]]:
 def test_every_setup_command_is_silent_or_held_back() -> None:
     rules = recipes()
     steps = [target for target in rules if target.startswith(SETUP_TARGETS)]
-    assert len(steps) == 3
+    assert len(steps) == 4
     for target in steps:
         for line in rules[target]:
             assert QUIET_COMMANDS.match(line), f"{target} prints more than its step: {line}"
         said = [line for line in rules[target] if line.startswith(("@echo", "@printf"))]
         assert len(said) <= 2 and "casstore: " in said[0]
-    assert rules["demo: $(VENV)/.runtime"] == ["@$(VENV)/bin/casstore demo"]
+    assert rules["demo: $(VENV)/.runtime $(VENV)/.compiled"] == ["@$(VENV)/bin/casstore demo"]
 
 
 def test_quietly_shows_nothing_on_success_everything_on_failure(tmp_path: Path) -> None:
@@ -88,6 +89,11 @@ def test_make_demo_in_a_fresh_copy(tmp_path: Path) -> None:
         r"casstore: building \.venv/ from uv\.lock \(runtime packages\) \.\.\. \d+ packages",
         lines[1],
     )
-    assert lines[2].startswith("casstore demo in casstore-demo (")
+    assert re.fullmatch(
+        r"casstore: compiling casstore cli scoring to bytecode \.\.\. \d+ modules", lines[2]
+    )
+    assert lines[3].startswith("casstore demo in casstore-demo (")
+    # the runtime packages and the project's own run from bytecode (the Makefile's steps)
+    assert without_bytecode(copy / ".venv/bin/python", COMPILED, env, copy) == []
     again = subprocess.run(["make", "demo"], cwd=copy, env=env, capture_output=True, text=True)
     assert again.returncode == 0 and again.stdout.startswith("casstore demo in")

@@ -7,6 +7,8 @@ here (benchmarks/test_bench_cli.py measures the whole processes)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ from typer._coercion import build_runtime_param
 from casstore.archive.pack import pack_tree
 from cli.coerce import LightParam, light_coercion, parameters
 from cli.main import app
-from tests.helpers import make_task, python, run_fresh
+from tests.helpers import make_task, python, run_fresh, without_bytecode
 
 HEAVY = {"numpy", "scoring._engine", "harbor", "pydantic", "lmdb", "msgspec", "casstore.store"}
 HELP_ONLY = {"rich.markdown", "rich.traceback", "markdown_it", "pygments"}
@@ -96,14 +98,18 @@ def test_gzip_commands_load_no_zstandard_or_thread_pool(
     assert argv[0] != "pack" or "tempfile" not in modules  # the archive's temporary: os.open
 
 
-def test_ls_loads_no_numpy_scoring_harbor_rich_or_packer(tmp_path: Path, archive: Path) -> None:
+def test_ls_loads_no_numpy_scoring_harbor_pydantic_rich_or_packer(
+    tmp_path: Path, archive: Path
+) -> None:
+    """The store's records are msgspec Structs: ``ls`` reads them without pydantic."""
     store = tmp_path / "store"
     task = make_task(tmp_path)
     loaded(tmp_path, "--store", str(store), "publish", str(task))
     code, out, modules = loaded(tmp_path, "--store", str(store), "ls", "tasks")
     assert code == 0
     assert out.startswith("default/task#sha256:")
-    assert not top_level(modules, {"numpy", "scoring._engine", "harbor", "rich"})  # plain lines
+    assert not top_level(modules, {"numpy", "scoring._engine", "harbor", "rich", "pydantic"})
+    assert "casstore.store.records" in modules and "msgspec" in modules  # (rich: plain lines)
     packer_and_reader = {"casstore.archive.pack", "casstore.archive.read", "zstandard", "isal"}
     assert not top_level(modules, packer_and_reader | {"casstore.store.checkout"})
 
@@ -242,3 +248,30 @@ def test_every_name_of_the_store_package_resolves() -> None:
 
     assert int(printed) == len(casstore.store.__all__)
     assert sorted(dir(casstore.store)) == sorted(casstore.store.__all__)
+
+
+# --- bytecode: the .venv runs compiled, as a pip install does (Makefile) --------------------
+
+COMPILED = ["typer", "typer.main", "msgspec", "cli.main", "casstore.store.records", "scoring"]
+
+
+def test_the_venv_holds_current_bytecode_of_its_packages_and_the_projects() -> None:
+    """``make`` compiles site-packages (uv's --compile-bytecode) and casstore, cli and scoring
+    (compileall, rerun when a source changes), so even under PYTHONDONTWRITEBYTECODE=1 no
+    import compiles its source."""
+    assert without_bytecode(Path(sys.executable), COMPILED) == []
+
+
+def test_a_changed_source_reads_as_stale(tmp_path: Path) -> None:
+    """The check above tells a stale .pyc from a current one (as Python does, by the source's
+    mtime and size): a module compiled, then edited, is stale until recompiled."""
+    source = tmp_path / "mod.py"
+    source.write_text("X = 1\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
+    env["PYTHONPATH"] = str(tmp_path)
+    python = Path(sys.executable)
+    assert without_bytecode(python, ["mod"], env) == ["mod no .pyc"]
+    subprocess.run([python, "-m", "py_compile", source], env=env, check=True)
+    assert without_bytecode(python, ["mod"], env) == []
+    source.write_text("X = 22\n")
+    assert without_bytecode(python, ["mod"], env) == ["mod stale .pyc"]

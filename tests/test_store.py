@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from pathlib import Path
 
 import lmdb
+import msgpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from casstore.archive.discover import discover
 from casstore.archive.read import verify_archive
@@ -21,7 +25,7 @@ from casstore.errors import (
     UsageError,
 )
 from casstore.store import Index, Reference, Store, load_harbor_task
-from casstore.store.records import canonical_digest
+from casstore.store.records import canonical, canonical_digest
 from tests.helpers import snapshot
 from tests.test_discovery import FIXTURES, write_task
 
@@ -396,3 +400,20 @@ def test_real_suites_publish_republish_checkout(tmp_path: Path) -> None:
 def test_check_error_hierarchy() -> None:
     assert issubclass(DigestMismatchError, CheckError)
     assert issubclass(PublicationError, StoreError)
+
+
+_SCALARS = st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats() | st.text()
+_VALUES = st.recursive(
+    _SCALARS | st.binary(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(), _VALUES, max_size=6))
+def test_canonical_digest_is_sha256_of_msgpack_with_sorted_keys(fields) -> None:
+    """The digest's bytes are msgpack's (``use_bin_type``) of the fields with every map's keys
+    sorted: what every stored revision's digest was made of (the store's schema)."""
+    data = msgpack.packb(canonical(fields), use_bin_type=True)
+    assert canonical_digest(fields) == "sha256:" + hashlib.sha256(data).hexdigest()

@@ -317,3 +317,99 @@ def test_fresh_store_opens_and_reopens(tmp_path: Path) -> None:
     env = lmdb.open(str(tmp_path / "bare"))  # an index LMDB created, never written
     env.close()
     Index(tmp_path / "bare").close()
+
+
+# records of the right encoding but the wrong shape ----------------------------------------
+
+TASK_FIELDS = [
+    "native_id",
+    "dir_name",
+    "archive_ref",
+    "address",
+    "content_digest",
+    "compression",
+    "entries",
+    "payload_bytes",
+    "archive_bytes",
+    "metrics",
+    "views",
+    "digest",
+    "created",
+]
+
+
+@pytest.fixture
+def published(tmp_path: Path) -> tuple[Path, str]:
+    """A store with one published task ``default/task``; (store root, its revision digest)."""
+    from casstore.archive.discover import discover
+    from tests.helpers import make_task
+
+    root = tmp_path / "store"
+    with Store(root) as store:
+        result = store.publish(discover(make_task(tmp_path))[0])
+    return root, result.revision
+
+
+def test_records_are_stored_as_maps_of_their_fields_in_order(published) -> None:
+    """The stored encoding (the store's schema): a revision is a map of its fields in
+    declaration order, a name record ``workspace``, ``name``, ``history`` of
+    ``{digest, created}``; what the index holds is what a record reads back as."""
+    root, digest = published
+    with Store(root) as store:
+        raw_name, raw_revision = store.index.read(
+            lambda txn: (txn.get("tasks", "default/task"), txn.get("revisions", digest))
+        )
+        record, revision = store.tasks.get("task")
+    assert list(raw_revision) == TASK_FIELDS and raw_revision == revision.to_builtins()
+    assert raw_name == {
+        "workspace": "default",
+        "name": "task",
+        "history": [{"digest": digest, "created": record.history[0].created}],
+    }
+    assert raw_name == record.to_builtins() and list(raw_name) == ["workspace", "name", "history"]
+
+
+def _damaged(root: Path, db: str, key: str, change) -> CorruptStoreError:
+    """The error reading ``default/task`` after ``change`` (dict → dict) of the valid stored
+    value at ``key`` of ``db``."""
+    with Store(root) as store:
+        store.index.write(lambda txn: txn.put(db, key, change(dict(txn.get(db, key)))))
+        with pytest.raises(CorruptStoreError) as caught:
+            store.tasks.get("task")
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("change", "rule"),
+    [
+        (lambda v: v | {"entries": "5"}, "Expected `int`, got `str` - at `$.entries`"),
+        (lambda v: v | {"metrics": "reward"}, "Expected `array`, got `str` - at `$.metrics`"),
+        (lambda v: v | {"extra": 1}, "Object contains unknown field `extra`"),
+        (lambda v: {k: x for k, x in v.items() if k != "address"}, "missing required field"),
+        (lambda v: v | {"entries": v["entries"] + 1}, "the revision's content hashes to"),
+    ],
+)
+def test_a_revision_of_the_wrong_shape_is_corrupt(published, change, rule) -> None:
+    root, digest = published
+    error = _damaged(root, "revisions", digest, change)
+    assert error.path == f"revisions/{digest}" and error.kind == "corrupt_store"
+    assert error.rule.startswith("stored value does not decode: ") and rule in error.rule
+
+
+@pytest.mark.parametrize(
+    ("change", "rule"),
+    [
+        (lambda v: v | {"history": [{"digest": 1, "created": ""}]}, "at `$.history[0].digest`"),
+        (lambda v: v | {"history": {}}, "Expected `array`, got `object` - at `$.history`"),
+        (lambda v: v | {"history": []}, "the record has no revision"),
+        (lambda v: v | {"name": "other"}, "the record names default/other"),
+        (lambda v: {k: x for k, x in v.items() if k != "workspace"}, "missing required field"),
+    ],
+)
+def test_a_name_record_of_the_wrong_shape_is_corrupt(published, change, rule, capsys) -> None:
+    root, _ = published
+    error = _damaged(root, "tasks", "default/task", change)
+    assert error.path == "tasks/default/task" and rule in error.rule
+    code, out, err = store_cli(capsys, root, "ls", "tasks")  # one line, exit 1
+    assert (code, out) == (1, "") and err.startswith("casstore: tasks/default/task: stored value")
+    assert err.count("\n") == 1 and rule in err

@@ -211,7 +211,7 @@ def _register(txn: Txn, plan: _Plan) -> list[dict[str, str | bool]]:
     """The write transaction of a pull: revisions, names, jobs."""
     for (db, digest), revision in plan.revisions.items():
         if not txn.has(db, digest):
-            txn.put(db, digest, revision.model_dump())
+            txn.put(db, digest, revision.to_builtins())
     for snapshot, values in plan.jobs:
         if values:
             _write_job(txn, snapshot, values)
@@ -226,7 +226,7 @@ def _register(txn: Txn, plan: _Plan) -> list[dict[str, str | bool]]:
             )
             moved = advance(local, resolved.entry)
             if moved:
-                txn.put(resolved.kind, resolved.key, local.model_dump())
+                txn.put(resolved.kind, resolved.key, local.to_builtins())
         kind = resolved.kind.removesuffix("s")
         rows.append(
             {"ref": resolved.key, "kind": kind, "revision": resolved.entry.digest, "moved": moved}

@@ -59,7 +59,7 @@ def move_ref(
             record, etag = found
         if not advance(record, entry):
             return False
-        if client.put_ref(ref_key(kind, key), encode_value(record.model_dump()), etag):
+        if client.put_ref(ref_key(kind, key), encode_value(record.to_builtins()), etag):
             return True
         time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 50)))
     raise RemoteError(client.where(ref_key(kind, key)), "the ref kept moving; try again")

@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
-
 from casstore.archive.formats import Compression
 from casstore.archive.limits import Limits
 from casstore.digest import Digest
@@ -82,7 +80,8 @@ class ArchiveRef:
         return f"{self.workspace}/{self.fileset}#{self.relative}"
 
 
-class Temporary(BaseModel):
+@dataclass(frozen=True, slots=True)
+class Temporary:
     """A temporary file of the filesets: its ``path``, its size in ``bytes`` and its
     ``age_seconds`` (since it was last written)."""
 

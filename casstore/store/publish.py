@@ -35,7 +35,8 @@ __all__ = ["NAME_EXISTS", "PreparedTask", "PublishResult", "check_task", "publis
 NAME_EXISTS = "a task of that name exists (publish without --create to add a revision)"
 
 
-class PreparedTask(BaseModel):
+@dataclass(frozen=True, slots=True)
+class PreparedTask:
     """A task whose archive is stored and verified, ready to register: ``workspace``,
     ``name``, ``create`` (fail if the name exists), the sealed ``revision`` and
     ``source_dir``."""
@@ -224,14 +225,14 @@ def _register(txn: Txn, filesets: Filesets, prepared: PreparedTask) -> PublishRe
             return _result(prepared.workspace, prepared.name, latest, reused=True)
     stored = txn.get("revisions", revision.digest)
     if stored is None:
-        txn.put("revisions", revision.digest, revision.model_dump())
+        txn.put("revisions", revision.digest, revision.to_builtins())
     else:
         revision = stored_revision("revisions", revision.digest, stored)
     entry = RevisionEntry(digest=revision.digest, created=now())
     if record is None:
         record = NamedRecord(workspace=prepared.workspace, name=prepared.name, history=[])
     record.history.append(entry)
-    txn.put("tasks", key, record.model_dump())
+    txn.put("tasks", key, record.to_builtins())
     return _result(prepared.workspace, prepared.name, revision, reused=False)
 
 

@@ -99,7 +99,7 @@ def rename(store: StoreHandle, old: str, new: str, kind: Kind | None = None) -> 
                 raise UsageError(target.key, f"a {other} of that name exists")
         record = _record(txn, found, source)
         moved = NamedRecord(workspace=target.workspace, name=target.name, history=record.history)
-        txn.put(KINDS[found], target.key, moved.model_dump())
+        txn.put(KINDS[found], target.key, moved.to_builtins())
         txn.delete(KINDS[found], source.key)
         return Registration(
             kind=found, ref=target.key, was=source.key, revisions=len(record.history)

@@ -4,8 +4,7 @@ each task, ``get`` and ``list`` read the names and their revisions."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-
-from pydantic import BaseModel
+from dataclasses import dataclass
 
 from casstore.errors import StoreError, UsageError
 from casstore.names import check_name
@@ -24,7 +23,8 @@ from casstore.store.records import (
 __all__ = ["TasksetResult", "Tasksets"]
 
 
-class TasksetResult(BaseModel):
+@dataclass(frozen=True, slots=True)
+class TasksetResult:
     """A created or replaced taskset: ``ref`` (``workspace/name``), ``revision`` (digest),
     ``tasks`` (``[{"task": "workspace/name", "revision": digest}]``) and ``reused``."""
 
@@ -83,11 +83,11 @@ class Tasksets(Names[TasksetRevision]):
                 if record.latest == revision.digest:
                     return TasksetResult(ref=key, revision=revision.digest, tasks=pins, reused=True)
             if txn.get("taskset_revisions", revision.digest) is None:
-                txn.put("taskset_revisions", revision.digest, revision.model_dump())
+                txn.put("taskset_revisions", revision.digest, revision.to_builtins())
             if record is None:
                 record = NamedRecord(workspace=workspace, name=name, history=[])
             record.history.append(RevisionEntry(digest=revision.digest, created=now()))
-            txn.put("tasksets", key, record.model_dump())
+            txn.put("tasksets", key, record.to_builtins())
             return TasksetResult(ref=key, revision=revision.digest, tasks=pins, reused=False)
 
         return self._store.index.write(body)
