@@ -2,10 +2,12 @@
 # and uv never downloads a Python (UV_PYTHON_DOWNLOADS=never).
 # Set-up prints one line per step; a step's own output (pip's and uv's progress, warnings,
 # the packages installed) is shown only when the step fails, in full (scripts/quietly).
-# Every module runs from bytecode, as from a pip install, even under PYTHONDONTWRITEBYTECODE=1:
-# uv compiles site-packages (--compile-bytecode; uv does not by default) and compileall the
-# project's own packages (installed editable), again whenever a source changes. Python checks
-# a .pyc against its source's mtime and size, so a stale one is never used, only recompiled.
+# Every module a command loads runs from bytecode, as from a pip install, even under
+# PYTHONDONTWRITEBYTECODE=1: scripts/compile-bytecode compiles the project's packages and
+# imports them and their lazily loaded dependencies with bytecode writing on (uv does not
+# compile on install; compiling all of site-packages would cost ~25 s), again whenever a
+# source changes. Python checks a .pyc against its source's mtime and size, so a stale one
+# is never used, only recompiled.
 SHELL := /bin/sh
 export UV_PYTHON_DOWNLOADS := never
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -46,21 +48,21 @@ $(UV):
 # --inexact: a runtime sync leaves the dev packages of an earlier full sync in place.
 $(VENV)/.runtime: $(UV) pyproject.toml uv.lock Makefile
 	@printf '%s' "casstore: building .venv/ from uv.lock (runtime packages) ... "
-	@$(QUIETLY) $(UV) sync --frozen --no-dev --inexact --compile-bytecode --python "$(PYTHON)"
+	@$(QUIETLY) $(UV) sync --frozen --no-dev --inexact --python "$(PYTHON)"
 	@echo "$$($(PACKAGES) | tr -d ' ') packages"
 	@touch $@
 
 $(VENV)/.synced: $(UV) pyproject.toml uv.lock Makefile
 	@printf '%s' "casstore: building .venv/ from uv.lock (with the dev tools) ... "
-	@$(QUIETLY) $(UV) sync --frozen --compile-bytecode --python "$(PYTHON)"
+	@$(QUIETLY) $(UV) sync --frozen --python "$(PYTHON)"
 	@echo "$$($(PACKAGES) | tr -d ' ') packages"
 	@touch $@ $(VENV)/.runtime
 
-# compileall skips the modules whose .pyc is current: a rerun compiles the changed ones only.
-$(VENV)/.compiled: $(VENV)/.runtime $(SOURCES)
-	@printf '%s' "casstore: compiling $(OWN) to bytecode ... "
-	@$(QUIETLY) $(VENV)/bin/python -m compileall -q $(OWN)
-	@echo "$(words $(SOURCES)) modules"
+# A rerun compiles the changed modules only (a current .pyc is kept).
+$(VENV)/.compiled: $(VENV)/.runtime $(SOURCES) scripts/compile-bytecode
+	@printf '%s' "casstore: compiling the modules casstore loads to bytecode ... "
+	@$(QUIETLY) $(VENV)/bin/python scripts/compile-bytecode
+	@echo "done"
 	@touch $@
 
 clean:
