@@ -71,8 +71,8 @@ first two are the failure codes of the same names): ``reward_mapping_invalid``,
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -184,48 +184,43 @@ class TaskTable:
             return np.where(self.measured > 0, self.sums / self.measured, np.nan)
 
     def to_json(self) -> list[dict[str, Any]]:
-        """One JSON object per task (the ``tasks`` of the module docstring)."""
-        means = self.means().tolist()
-        stderr = (
-            np.stack(
-                [
-                    within_task_stderr(self.measured[:, o], self.sums[:, o], self.sumsq[:, o])
-                    for o in range(len(self.outputs))
-                ],
-                axis=1,
-            ).tolist()
-            if len(self.names)
-            else []
-        )
-        measured = self.measured.tolist()
-        expected = self.expected.tolist()
+        """One JSON object per task (the ``tasks`` of the module docstring), built column by
+        column (a loop over the tasks only where some output is not expected)."""
+        if not len(self.names):
+            return []
         attempts = self.attempts.tolist()
-        status = self.status.tolist()
-        errors = self.harbor_errors.tolist()
-        out = []
-        for t, name in enumerate(self.names):
-            outputs = {}
-            for o, output in enumerate(self.outputs):
-                if not expected[t][o]:
-                    continue
-                mean, se = means[t][o], stderr[t][o]
-                outputs[output] = {
-                    "mean": None if math.isnan(mean) else mean,
-                    "measured": measured[t][o],
-                    "attempts": attempts[t],
-                    "stderr": None if math.isnan(se) else se,
-                }
-            counts = breakdown(status[t], errors[t])
-            out.append(
-                {
-                    "task": name,
-                    "attempts": attempts[t],
-                    "successes": int(self.successes[t]),
-                    "counts": counts,
-                    "outputs": outputs,
-                }
+        means = self.means()
+        per_output = []
+        for o in range(len(self.outputs)):
+            stderr = within_task_stderr(self.measured[:, o], self.sums[:, o], self.sumsq[:, o])
+            cells = zip(
+                _or_none(means[:, o]),
+                self.measured[:, o].tolist(),
+                attempts,
+                _or_none(stderr),
+                strict=True,
             )
-        return out
+            per_output.append(list(map(dict, map(zip, repeat(_OUTPUT_KEYS), cells))))
+        outputs = list(map(dict, map(zip, repeat(self.outputs), zip(*per_output, strict=True))))
+        for t in np.flatnonzero(~self.expected.all(axis=1)).tolist():
+            expected = zip(outputs[t].items(), self.expected[t].tolist(), strict=True)
+            outputs[t] = {key: value for (key, value), wanted in expected if wanted}
+        totals = np.column_stack([self.status.sum(axis=1), self.status, self.harbor_errors])
+        counts = list(map(dict, map(zip, repeat(_COUNT_KEYS), totals.tolist())))
+        rows = zip(self.names, attempts, self.successes.tolist(), counts, outputs, strict=True)
+        return list(map(dict, map(zip, repeat(_TASK_KEYS), rows)))
+
+
+_OUTPUT_KEYS = ("mean", "measured", "attempts", "stderr")
+_COUNT_KEYS = ("attempts", *STATUS_NAMES, "harbor_errors")
+_TASK_KEYS = ("task", "attempts", "successes", "counts", "outputs")
+
+
+def _or_none(values: np.ndarray) -> list[float | None]:
+    """``values`` as floats, None where NaN."""
+    out = values.astype(object)
+    out[np.isnan(values)] = None
+    return out.tolist()
 
 
 @dataclass(eq=False)

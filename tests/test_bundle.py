@@ -332,3 +332,59 @@ def test_a_metric_outside_the_bundle_is_refused(capsys, tmp_path: Path, metric: 
     code, _, err = run_cli(capsys, "rescore", str(out))
     assert code == 1 and err.startswith(f"casstore: {out}/{SUMMARY}: scoring definition"), err
     assert "metric" in err
+
+
+def test_a_large_tampered_samples_file_is_refused_for_its_digest(tmp_path, monkeypatch) -> None:
+    """Samples hashed by a thread while they are decoded (bundle.files._IN_THREAD): a byte
+    changed so that the line no longer decodes still fails on the digest, naming the file."""
+    from casstore.bundle import files
+
+    out = _bundle(tmp_path)
+    monkeypatch.setattr(files, "_IN_THREAD", 0)
+    assert open_bundle(out).table.trials == open_bundle(out, details=False).table.trials
+    data = (out / SAMPLES).read_bytes()
+    (out / SAMPLES).write_bytes(data.replace(b'"primary":', b'"primary":"', 1))
+    with pytest.raises(DigestMismatchError, match=rf"{SAMPLES}: {len(data) + 1} bytes"):
+        open_bundle(out)
+    (out / SAMPLES).write_bytes(data.replace(b'"primary":1.0', b'"primary":0.0', 1))
+    with pytest.raises(DigestMismatchError, match=rf"{SAMPLES}: {len(data)} bytes with sha"):
+        open_bundle(out)
+
+
+def test_a_sample_block_failing_mid_file_leaves_no_bundle(tmp_path: Path) -> None:
+    """The samples' blocks are hashed and written by a thread: an error making one, or
+    writing one, is raised by write_files and nothing is left."""
+    from casstore.bundle.files import write_files
+
+    def blocks():
+        yield b"x" * 100_000
+        raise ValueError("block 2 failed")
+
+    with pytest.raises(ValueError, match="block 2 failed"):
+        write_files(tmp_path / "b", {SAMPLES: blocks()})
+    assert not (tmp_path / "b").exists()
+    entries = write_files(tmp_path / "c", {SAMPLES: iter([b"ab", b"c"]), "x.txt": b"d"})
+    digest = "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    assert [(e.path, e.sha256, e.bytes) for e in entries][:1] == [(SAMPLES, digest, 3)]
+    assert (tmp_path / "c" / SAMPLES).read_bytes() == b"abc"
+
+
+def test_a_write_failing_in_the_writer_thread_is_raised() -> None:
+    import hashlib
+    import io
+
+    from casstore.bundle.files import _write_blocks
+
+    class Full(io.BytesIO):
+        def write(self, block) -> int:
+            if self.tell() >= 4:
+                raise OSError(28, "No space left on device")
+            return super().write(block)
+
+    handle = Full()
+    with pytest.raises(OSError, match="No space left"):
+        _write_blocks(iter([b"abcd", b"efgh", b"ijkl"] * 10), hashlib.sha256(), handle)
+    assert handle.getvalue() == b"abcd"
+    hasher = hashlib.sha256()
+    assert _write_blocks(iter([b"ab", b"c"]), hasher, io.BytesIO()) == 3
+    assert hasher.hexdigest() == hashlib.sha256(b"abc").hexdigest()

@@ -543,3 +543,35 @@ def test_huge_rewards_give_no_warnings_and_usage_errors_come_first(tmp_path: Pat
     with pytest.raises(ScoringError, match="cannot group by"):
         score(make_table(rows), group_by=["bogus"], metrics=[script], metric_timeout=30)
     assert not marker.exists()  # refused before the script was started
+
+
+def test_per_task_json_leaves_out_outputs_a_task_never_held() -> None:
+    """The ``tasks`` of the report, built column by column: NaN (one attempt's stderr) as
+    null, an output none of a task's attempts holds left out of that task."""
+    table = make_table(
+        [
+            {"task": "a", "rewards": {"reward": 1.0, "style": 0.5}},
+            {"task": "a", "rewards": {"reward": 0.0, "style": 1.5}},
+            {"task": "b", "rewards": {"reward": 1.0}},
+        ]
+    )
+    counts = {"scored": 2, "partial": 0, "errored": 0, "no_verifier": 0, "invalid": 0}
+    assert score(table).to_json()["tasks"] == [
+        {
+            "task": "a",
+            "attempts": 2,
+            "successes": 1,
+            "counts": {"attempts": 2, **counts, "harbor_errors": 0},
+            "outputs": {
+                "reward": {"mean": 0.5, "measured": 2, "attempts": 2, "stderr": 0.5},
+                "style": {"mean": 1.0, "measured": 2, "attempts": 2, "stderr": 0.5},
+            },
+        },
+        {
+            "task": "b",
+            "attempts": 1,
+            "successes": 1,
+            "counts": {"attempts": 1, **counts, "scored": 1, "harbor_errors": 0},
+            "outputs": {"reward": {"mean": 1.0, "measured": 1, "attempts": 1, "stderr": None}},
+        },
+    ]

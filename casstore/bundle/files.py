@@ -17,8 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Collection, Iterable, Mapping
+import queue
+import threading
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import msgspec
 
@@ -32,6 +36,7 @@ __all__ = [
     "FileEntry",
     "Manifest",
     "check_destination",
+    "checked_files",
     "json_bytes",
     "read_manifest",
     "verified_files",
@@ -114,25 +119,58 @@ def json_bytes(value: object) -> bytes:
 
 
 def _write(root: Path, name: str, content: Content) -> FileEntry:
-    """Write ``content`` to ``root/name`` (its folders made), hashing it as it goes."""
+    """Write ``content`` to ``root/name`` (its folders made), hashing it as it goes: blocks
+    of an iterable are hashed and written by a thread while the next is made (hashlib and
+    the write release the GIL)."""
     path = root / name
     path.parent.mkdir(parents=True, exist_ok=True)
     hasher = hashlib.sha256()
-    size = 0
-    blocks: Iterable[bytes]
     if isinstance(content, Path):
-        blocks = [read_regular(content)]
-    elif isinstance(content, bytes | bytearray | memoryview):
-        blocks = [bytes(content)]
-    else:
-        blocks = content
+        content = read_regular(content)
     with open(path, "wb") as handle:
-        for block in blocks:
-            hasher.update(block)
-            handle.write(block)
-            size += len(block)
+        if isinstance(content, bytes | bytearray | memoryview):
+            hasher.update(content)
+            handle.write(content)
+            size = len(content)
+        else:
+            size = _write_blocks(content, hasher, handle)
     os.chmod(path, 0o644)
     return FileEntry(name, f"sha256:{hasher.hexdigest()}", size)
+
+
+_DONE: Any = object()
+
+
+def _write_blocks(blocks: Iterable[bytes], hasher: Any, handle: Any) -> int:
+    """Hash and write ``blocks`` in a thread as they are made; their total size. An error
+    of either side (making a block, hashing or writing it) is raised here."""
+    pending: queue.Queue[Any] = queue.Queue(maxsize=4)
+    failed: list[BaseException] = []
+
+    def drain() -> None:
+        while (block := pending.get()) is not _DONE:
+            if not failed:
+                try:
+                    hasher.update(block)
+                    handle.write(block)
+                except BaseException as error:  # raised by the caller
+                    failed.append(error)
+
+    worker = threading.Thread(target=drain, name="bundle-writer", daemon=True)
+    worker.start()
+    size = 0
+    try:
+        for block in blocks:
+            if failed:
+                break
+            pending.put(block)
+            size += len(block)
+    finally:
+        pending.put(_DONE)
+        worker.join()
+    if failed:
+        raise failed[0]
+    return size
 
 
 def read_manifest(root: Path) -> Manifest:
@@ -169,17 +207,59 @@ def verify_files(root: Path | str) -> Manifest:
 def verified_files(root: Path, keep: Collection[str] = ()) -> tuple[Manifest, dict[str, bytes]]:
     """:func:`verify_files`, and the bytes of the files ``keep`` names as they were checked
     (read once: what is checked is what is used)."""
+    with checked_files(root, keep) as found:
+        return found
+
+
+@contextmanager
+def checked_files(
+    root: Path, keep: Collection[str] = ()
+) -> Iterator[tuple[Manifest, dict[str, bytes]]]:
+    """:func:`verified_files` as a context: the SHA-256 of a large kept file is computed by a
+    thread while the body reads its bytes, and checked on leaving, before anything made of
+    them is used. A file whose bytes differ raises DigestMismatchError naming it then, in
+    place of whatever the body raised on those bytes."""
     manifest = read_manifest(root)
     listed = {entry.path for entry in manifest.files}
     for found in _files_under(root):
         if found not in listed and found != MANIFEST:
             raise CorruptArchiveError(str(root / found), "not listed in manifest.json")
     kept = {}
+    pending: list[tuple[Path, FileEntry, _Digest]] = []
     for entry in manifest.files:
         data = _check_file(root, entry, entry.path in keep)
+        if isinstance(data, _Digest):
+            pending.append((root / entry.path, entry, data))
+            data = data.data
         if data is not None:
             kept[entry.path] = data
-    return manifest, kept
+    try:
+        yield manifest, kept
+    finally:
+        for path, entry, digest in pending:
+            _compare(path, entry, len(digest.data), digest.result())
+
+
+class _Digest:
+    """The SHA-256 of ``data``, computed by a thread (hashlib releases the GIL)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self._hash: Any = None
+        self._thread = threading.Thread(target=self._run, name="bundle-digest", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        self._hash = hashlib.sha256(self.data)
+
+    def result(self) -> Any:
+        """The hash object, once computed."""
+        self._thread.join()
+        return self._hash
+
+
+_IN_THREAD = 1 << 20
+"""Kept files from this size on are hashed by a thread (:func:`checked_files`)."""
 
 
 def _files_under(root: Path) -> list[str]:
@@ -192,23 +272,30 @@ def _files_under(root: Path) -> list[str]:
     return sorted(found)
 
 
-def _check_file(root: Path, entry: FileEntry, keep: bool) -> bytes | None:
+def _check_file(root: Path, entry: FileEntry, keep: bool) -> bytes | _Digest | None:
     """DigestMismatchError / CorruptArchiveError naming ``root/entry.path`` unless it is a
-    regular file of the listed size and SHA-256; its bytes when ``keep``."""
+    regular file of the listed size and SHA-256; its bytes when ``keep`` (a large file's
+    with its digest still being computed, :class:`_Digest`: compared by the caller)."""
     path = root / entry.path
     if not os.path.lexists(path):
         raise CorruptArchiveError(str(path), "listed in manifest.json but missing")
     if os.path.islink(path):
         raise CorruptArchiveError(str(path), "a symbolic link, not a file of the bundle")
     fd = open_regular(path)
-    data = None
     with os.fdopen(fd, "rb") as handle:
-        if keep:
-            data = handle.read()
-            digest, size = hashlib.sha256(data), len(data)
-        else:
+        if not keep:
             digest = hashlib.file_digest(handle, "sha256")
-            size = handle.tell()
+            _compare(path, entry, handle.tell(), digest)
+            return None
+        data = handle.read()
+    if len(data) != entry.bytes or len(data) < _IN_THREAD:
+        _compare(path, entry, len(data), hashlib.sha256(data))
+        return data
+    return _Digest(data)
+
+
+def _compare(path: Path, entry: FileEntry, size: int, digest: Any) -> None:
+    """DigestMismatchError naming ``path`` unless ``size`` and ``digest`` are the entry's."""
     actual = f"sha256:{digest.hexdigest()}"
     if size != entry.bytes or actual != entry.sha256:
         raise DigestMismatchError(
@@ -216,4 +303,3 @@ def _check_file(root: Path, entry: FileEntry, keep: bool) -> bytes | None:
             f"{size} bytes with {actual}, manifest.json lists {entry.bytes} bytes with "
             f"{entry.sha256}",
         )
-    return data

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from casstore.bundle.files import MANIFEST, MANIFEST_SCHEMA, verified_files
+from casstore.bundle.files import MANIFEST, MANIFEST_SCHEMA, checked_files
 from casstore.bundle.samples import Sample, paused_gc, read_samples
 from casstore.bundle.summary import SUMMARY_SCHEMA, Scoring, views_of
 from casstore.bundle.table import table_of_samples
@@ -118,18 +118,19 @@ _SCORING_FIELDS = _ScoringFields.__struct_fields__
 
 
 def open_bundle(root: Path | str, details: bool = True) -> Bundle:
-    """The bundle at ``root``, every file checked first (see the module docstring); without
-    ``details`` its samples hold only what the table needs (``details`` then empty).
+    """The bundle at ``root``, every file checked (see the module docstring; the samples'
+    SHA-256 is computed by a thread while they are decoded, and compared before anything is
+    returned); without ``details`` its samples hold only what the table needs (``details``
+    then empty).
 
     Raises DigestMismatchError / CorruptArchiveError naming the file that fails."""
     root = Path(root)
-    _, kept = verified_files(root, (SUMMARY, SAMPLES))
-    summary = _summary(root, kept.get(SUMMARY))
-    scoring = read_scoring(summary, str(root / SUMMARY))
-    where = str(root / SAMPLES)
-    if SAMPLES not in kept:
-        raise CorruptArchiveError(where, "not listed in manifest.json: no bundle samples")
-    with paused_gc():
+    with checked_files(root, (SUMMARY, SAMPLES)) as (_, kept), paused_gc():
+        summary = _summary(root, kept.get(SUMMARY))
+        scoring = read_scoring(summary, str(root / SUMMARY))
+        where = str(root / SAMPLES)
+        if SAMPLES not in kept:
+            raise CorruptArchiveError(where, "not listed in manifest.json: no bundle samples")
         samples = read_samples(kept[SAMPLES], where, details)
         table = table_of_samples(samples, scoring.reward_key, where)
     job_ids = list(map(attrgetter("job_id"), samples))
