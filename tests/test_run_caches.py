@@ -96,6 +96,25 @@ def test_a_source_is_discovered_once_and_again_after_any_change(
         assert again["plain"] != first["plain"]
 
 
+def test_a_linked_source_is_fingerprinted_through_its_link(
+    monkeypatch, tmp_path: Path, unracy: None
+) -> None:
+    # lstat of a link to the dataset saw the link only: edits in the dataset went unseen.
+    jobs, link = tmp_path / "jobs", tmp_path / "link"
+    (plain,) = write_harbor_tasks(tmp_path / "ds", ["plain"])
+    (other,) = write_harbor_tasks(tmp_path / "ds2", ["plain"])
+    (other / "tests" / "extra.txt").write_text("x")
+    link.symlink_to(tmp_path / "ds")
+    first, _ = _plan(monkeypatch, link, jobs)
+    assert _plan(monkeypatch, link, jobs) == (first, 0)
+    (plain / "tests" / "extra.txt").write_text("x")
+    again, discovered = _plan(monkeypatch, link, jobs)
+    assert discovered == 1 and again["plain"] != first["plain"]
+    link.unlink()
+    link.symlink_to(tmp_path / "ds2")  # pointed elsewhere
+    assert _plan(monkeypatch, link, jobs)[1] == 1
+
+
 def test_a_just_written_source_is_not_recorded(monkeypatch, tmp_path: Path) -> None:
     # A file changed within one timestamp tick of the scan could keep its lstat: a tree
     # written moments ago is discovered every time until it has aged.
@@ -191,6 +210,7 @@ def test_a_remembered_digest_of_other_code_is_not_used(tmp_path: Path) -> None:
 
 def test_a_kept_job_is_imported_again_only_when_it_changed(tmp_path: Path, unracy) -> None:
     job_dir = write_example_job(tmp_path / "jobs", ["a", "b"], attempts=2, name="kept")
+    (job_dir / "a__0" / "trial.log").write_text("a log")
     digests = ("sha256:o", "<none>", {"a": "blake3:a", "b": "blake3:b"})
     imports: list[str] = []
 
@@ -214,8 +234,16 @@ def test_a_kept_job_is_imported_again_only_when_it_changed(tmp_path: Path, unrac
         result.write_bytes(result.read_bytes())  # rewritten, same bytes: a new ctime
         assert remembered(store) == first and len(imports) == 4
         assert remembered(store) == first and len(imports) == 4
-    with Store(tmp_path / "another-store") as store:
+        (job_dir / "a__0" / "trial.log").write_text("not read")  # in place: not read by an import
+        assert remembered(store) == first and len(imports) == 4
+        (job_dir / "a__1" / "agent").mkdir(exist_ok=True)
+        (job_dir / "a__1" / "agent" / "trajectory.json").write_text("{}")  # read: a change
         assert remembered(store).job == first.job and len(imports) == 5
+        (job_dir / "b__0").rename(job_dir / "b__0x")
+        (job_dir / "b__0x").rename(job_dir / "b__0")  # renamed back: another ctime
+        assert remembered(store).job == first.job and len(imports) == 6
+    with Store(tmp_path / "another-store") as store:
+        assert remembered(store).job == first.job and len(imports) == 7
         assert Jobs(store).get(first.job).trials == 4
 
 

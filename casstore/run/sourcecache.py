@@ -4,7 +4,8 @@ every task (the stamp's rule is unchanged: it is compared with these digests).
 
 An entry (``<jobs dir>/.casstore-cache/sources/<sha256 of the absolute SOURCE path>.json``) holds
 the **fingerprint** of the tree it was recorded for: the BLAKE3 of every entry under SOURCE
-(the root included, sorted by path bytes, links not followed) with its ``lstat`` type and
+(the root included, sorted by path bytes, links not followed but for SOURCE itself and the
+folders above it: the tree of the directory it resolves to) with its ``lstat`` type and
 mode, size, inode, device, ``mtime_ns`` and ``ctime_ns``, beside the code that discovers (the
 ``lstat`` of ``casstore/archive``'s and Harbor's ``models/task`` modules: an upgrade
 rediscovers). Writing, truncating, renaming, chmod-ing or replacing anything under
@@ -65,13 +66,14 @@ def cached_discovery(
     recorded: False after a warning), recorded when the module docstring's rules allow.
     Raises what ``discover`` raises."""
     place = jobs_dir / CACHE_FOLDER / "sources" / f"{_key(source)}.json"
+    real = Path(os.path.realpath(source))  # a linked SOURCE: its target's tree
     started = time.time_ns()
-    before, newest = fingerprint(source, CODE)
+    before, newest = fingerprint(real, CODE)
     entry = _read(place)
     if entry is not None and entry.fingerprint == before:
         return entry.tasks, entry.dataset
     tasks, dataset, recordable = discover()
-    if recordable and newest < started - RACY_NS and fingerprint(source, CODE)[0] == before:
+    if recordable and newest < started - RACY_NS and fingerprint(real, CODE)[0] == before:
         write_entry(place, _Entry(VERSION, before, dataset, tasks))
     return tasks, dataset
 
