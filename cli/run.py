@@ -75,7 +75,7 @@ def run(
 
     A second identical run starts no Harbor process; only missing attempts run.
     """
-    from casstore import api  # here: for start-up time
+    from casstore.run import api  # here: for start-up time (not all of casstore.api)
     from casstore.store import Store
     from cli.rescore import print_report
 

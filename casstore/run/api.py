@@ -1,8 +1,9 @@
 """``casstore run``: a SOURCE through Harbor into the store, every attempt run once.
 
 :func:`run_job` checks the options (:mod:`casstore.run.config`: the agent configuration checks
-first), takes the job's lock (:mod:`casstore.run.lock`), resolves SOURCE
-(:mod:`casstore.run.source`), applies the stamp's rules to the job directory
+first), checks SOURCE (:mod:`casstore.run.source`) and ``--reward-key`` against the keys its
+tasks declare, takes the job's lock (:mod:`casstore.run.lock`), checks out what SOURCE lacks,
+applies the stamp's rules to the job directory
 (:mod:`casstore.run.plan`, :mod:`casstore.run.identity`), reuses the store's attempts of the
 same three digests (:mod:`casstore.run.cache`), launches Harbor for what is missing only
 (:mod:`casstore.run.launcher`), imports the job, indexes its attempts and scores the attempts
@@ -18,12 +19,25 @@ from typing import Any
 
 from casstore.errors import RunError, UsageError
 from casstore.run.cache import cache_key, cached_pairs, index_job, usable, usable_records
-from casstore.run.config import CheckedOptions, RunOptions, check_options, job_config
-from casstore.run.identity import agent_digest, options_digest, write_stamp
+from casstore.run.config import (
+    CheckedOptions,
+    RunOptions,
+    check_options,
+    check_reward_key,
+    job_config,
+)
+from casstore.run.identity import (
+    agent_digest,
+    options_digest,
+    remember_options_digest,
+    remembered_options_digest,
+    write_stamp,
+)
+from casstore.run.importcache import remembered_import
 from casstore.run.launcher import LaunchOutcome, launch
 from casstore.run.lock import job_lock
 from casstore.run.plan import job_dir_state, parked, prepare_resume, write_resume_config
-from casstore.run.source import RunTask, RunTasks, resolve_source
+from casstore.run.source import RunTask, RunTasks, plan_source
 from casstore.store.core import Store
 from casstore.table.columns import RewardTable
 from casstore.trials.jobstore import Jobs
@@ -70,7 +84,13 @@ class RunResult:
 def check_run_options(options: RunOptions) -> None:
     """Run every check of ``options`` (the agent configuration checks included) and return:
     what ``casstore run`` does before it opens the store. UsageError naming the option."""
-    check_options(options)
+    _checked(options)
+
+
+def _checked(options: RunOptions) -> CheckedOptions:
+    """:func:`check_options`, Harbor's models skipped for inputs a run already checked."""
+    jobs_dir = options.jobs_dir.resolve()
+    return check_options(options, remembered=lambda i: remembered_options_digest(jobs_dir, i))
 
 
 def score_run(result: RunResult, reward_key: str = "reward") -> ScoreReport:
@@ -84,11 +104,13 @@ def run_job(source: str, options: RunOptions, store: Store, grace: float = 30.0)
     as the module docstring says. Raises UsageError for bad options (before anything runs),
     RunError when another run holds the job or Harbor failed (after importing what the job
     holds), KeyboardInterrupt after a cancelled launch (after the same import)."""
-    checked = check_options(options)
+    checked = _checked(options)
     agent = agent_digest(options.agent_dir)
     jobs_dir = options.jobs_dir.resolve()
+    plan = plan_source(source, store, jobs_dir)  # a bad SOURCE: before any lock or job dir
+    check_reward_key(options.reward_key, plan.tasks_declared())
     with job_lock(jobs_dir, checked.job_name):
-        tasks = resolve_source(source, store, jobs_dir)
+        tasks = plan.tasks()
         return _run_locked(checked, tasks, agent, jobs_dir / checked.job_name, store, grace)
 
 
@@ -98,7 +120,9 @@ def _run_locked(
     """The run, its lock held."""
     options = checked.options
     digests = tasks.digests()
-    opts = options_digest(checked.base, checked.env.references)
+    opts = checked.remembered or options_digest(checked.base, checked.env.references)
+    if options.job_name:  # (a default name is a new timestamp each run: nothing to reuse)
+        remember_options_digest(job_dir.parent, checked.inputs, opts)
     state = job_dir_state(job_dir, opts, agent, digests, options.force_rerun)
     held = _import(store, job_dir, opts, agent, digests) if state == "kept" else None
     mine = _held(store, held, digests)
@@ -149,12 +173,17 @@ def _cache_state(state: str, launched: bool) -> str:
 def _import(
     store: Store, job_dir: Path, opts: str, agent: str, digests: dict[str, str]
 ) -> ImportReport | None:
-    """Import ``job_dir`` (what it holds, if it holds a job) and index its attempts."""
+    """Import ``job_dir`` (what it holds, if it holds a job) and index its attempts; an
+    unchanged job directory is not imported again (:mod:`casstore.run.importcache`)."""
     if not ((job_dir / "config.json").exists() or (job_dir / "result.json").exists()):
         return None
-    (report,) = Jobs(store).import_jobs([job_dir])
-    index_job(store, report.job, opts, agent, digests)
-    return report
+
+    def import_job() -> ImportReport:
+        (report,) = Jobs(store).import_jobs([job_dir])
+        index_job(store, report.job, opts, agent, digests)
+        return report
+
+    return remembered_import(store, job_dir, (opts, agent, digests), import_job)
 
 
 def _held(

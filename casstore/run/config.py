@@ -10,11 +10,15 @@ must hold.
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from casstore.errors import UsageError
 from casstore.run.credentials import (
@@ -30,7 +34,14 @@ if TYPE_CHECKING:
 
     from casstore.run.source import RunTask
 
-__all__ = ["MAX_ATTEMPTS", "CheckedOptions", "RunOptions", "check_options", "job_config"]
+__all__ = [
+    "MAX_ATTEMPTS",
+    "CheckedOptions",
+    "RunOptions",
+    "check_options",
+    "check_reward_key",
+    "job_config",
+]
 
 MAX_ATTEMPTS = 10_000
 """The most ``--attempts`` a run takes: Harbor builds every trial's config before the first
@@ -63,21 +74,38 @@ class RunOptions:
 @dataclass(frozen=True)
 class CheckedOptions:
     """The options after every check: the decoded kwargs, the agent's environment
-    (:class:`~casstore.run.credentials.AgentEnv`) and a base ``JobConfig`` without tasks."""
+    (:class:`~casstore.run.credentials.AgentEnv`), ``inputs`` (the SHA-256 of everything
+    the base ``JobConfig`` is made of: :func:`casstore.run.identity.remembered_options_digest`
+    keys on it), ``remembered`` (the options digest known for these inputs, or None) and
+    :attr:`base`, that ``JobConfig`` without tasks (built when first read)."""
 
     options: RunOptions
     job_name: str
     kwargs: dict[str, Any]
     environment_kwargs: dict[str, Any]
     env: AgentEnv
-    base: JobConfig = field(repr=False)
+    inputs: str
+    remembered: str | None = None
+
+    @cached_property
+    def base(self) -> JobConfig:
+        """Harbor's JobConfig of these options, without tasks (UsageError when Harbor's
+        models refuse them)."""
+        return _base_config(
+            self.options, self.job_name, self.kwargs, self.environment_kwargs, self.env
+        )
 
 
-def check_options(options: RunOptions, environ: Mapping[str, str] | None = None) -> CheckedOptions:
+def check_options(
+    options: RunOptions,
+    environ: Mapping[str, str] | None = None,
+    remembered: Callable[[str], str | None] | None = None,
+) -> CheckedOptions:
     """Check ``options`` (UsageError naming the option): one agent (``--agent`` or
     ``--agent-import-path``; ``--agent-dir`` only with the latter), one environment, counts
     >= 1 (retries >= 0), at most ``MAX_ATTEMPTS`` attempts, a job name, the credential rules,
-    then Harbor's own models."""
+    then Harbor's own models, unless ``remembered`` (inputs → the options digest recorded
+    when the same inputs passed them, with the same Harbor) knows the inputs."""
     if options.agent and options.agent_import_path:
         raise UsageError("--agent", "give --agent or --agent-import-path, not both")
     if options.agent_dir is not None and not options.agent_import_path:
@@ -101,8 +129,59 @@ def check_options(options: RunOptions, environ: Mapping[str, str] | None = None)
     env = resolve_secrets(parse_assignments(options.env_secrets, "--env-secret"), literals, environ)
     ek = parse_assignments(options.environment_kwargs, "--ek")
     environment_kwargs = check_agent_kwargs(ek, "--ek")
-    base = _base_config(options, job_name, kwargs, environment_kwargs, env)
-    return CheckedOptions(options, job_name, kwargs, environment_kwargs, env, base)
+    inputs = _inputs(options, job_name, kwargs, environment_kwargs, env)
+    known = remembered(inputs) if remembered is not None else None
+    checked = CheckedOptions(options, job_name, kwargs, environment_kwargs, env, inputs, known)
+    if known is None:
+        checked.base  # noqa: B018  (Harbor's models check the options now)
+    return checked
+
+
+def _inputs(
+    options: RunOptions,
+    job_name: str,
+    kwargs: dict[str, Any],
+    environment_kwargs: dict[str, Any],
+    env: AgentEnv,
+) -> str:
+    """``sha256:`` of the canonical JSON of what :func:`_base_config` is given (the
+    secrets by reference)."""
+    fields = [
+        options.agent,
+        options.agent_import_path,
+        options.model,
+        kwargs,
+        env.templates,
+        env.references,
+        options.environment,
+        options.environment_import_path,
+        environment_kwargs,
+        options.attempts,
+        options.concurrency,
+        options.max_retries,
+        job_name,
+        str(options.jobs_dir),
+    ]
+    canonical = msgspec.json.encode(fields, order="sorted")
+    return f"sha256:{hashlib.sha256(canonical).hexdigest()}"
+
+
+def check_reward_key(reward_key: str, tasks: Sequence[RunTask]) -> None:
+    """UsageError naming ``--reward-key`` when every task of ``tasks`` declares its reward
+    keys (``[metadata] reward_key`` / ``reward_keys``, steps' ``min_reward``: more than the
+    bare default ``reward``) and none declares ``reward_key``: a typo is refused before Harbor
+    starts. A task declaring nothing may write any key (its ``reward.json``), so with such a
+    task the key is checked only on the results (scoring's rule: no attempt holds it)."""
+    declared = [task.metrics for task in tasks]
+    if any(keys == ("reward",) for keys in declared):
+        return
+    names = sorted({key for keys in declared for key in keys})
+    if tasks and reward_key not in names:
+        raise UsageError(
+            "--reward-key",
+            f"no task declares the reward key {reward_key!r}; the tasks declare "
+            f"{', '.join(map(repr, names))}: pass one of them",
+        )
 
 
 def _default_job_name() -> str:

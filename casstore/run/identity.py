@@ -33,6 +33,7 @@ import msgspec
 
 from casstore.digest import new_hasher
 from casstore.errors import UsageError
+from casstore.run.statcache import CACHE_FOLDER, code_rows, read_entry, write_entry
 
 if TYPE_CHECKING:
     from harbor.models.job.config import JobConfig
@@ -45,6 +46,8 @@ __all__ = [
     "agent_digest",
     "options_digest",
     "read_stamp",
+    "remember_options_digest",
+    "remembered_options_digest",
     "write_stamp",
 ]
 
@@ -75,6 +78,40 @@ def options_digest(config: JobConfig, secret_references: Mapping[str, str]) -> s
     fields["env_secrets"] = dict(sorted(secret_references.items()))
     canonical = msgspec.json.encode(_sorted(fields))
     return f"sha256:{hashlib.sha256(canonical).hexdigest()}"
+
+
+class _Remembered(msgspec.Struct, forbid_unknown_fields=True):
+    code: list[list[int]]
+    options: str
+
+
+def _remembered_place(jobs_dir: Path, inputs: str) -> Path:
+    return jobs_dir / CACHE_FOLDER / "options" / f"{inputs.partition(':')[2]}.json"
+
+
+def _options_code() -> list[list[int]]:
+    """The code the options digest comes from: Harbor's models, pydantic, casstore.run."""
+    return code_rows(
+        "harbor/models", "harbor/models/job", "harbor/models/trial", "pydantic", "casstore/run"
+    )
+
+
+def remembered_options_digest(jobs_dir: Path, inputs: str) -> str | None:
+    """The options digest recorded (:func:`remember_options_digest`) for the checked inputs
+    ``inputs`` (:attr:`casstore.run.config.CheckedOptions.inputs`) under ``jobs_dir``, when
+    the code it came from is unchanged (same files by ``lstat``); else None. A hit means
+    these inputs passed Harbor's models and make this digest: neither is redone."""
+    entry = read_entry(_remembered_place(jobs_dir, inputs), _Remembered)
+    if entry is None or entry.code != _options_code():
+        return None
+    return entry.options
+
+
+def remember_options_digest(jobs_dir: Path, inputs: str, options: str) -> None:
+    """Record ``options``, the digest Harbor's models gave for ``inputs``."""
+    place = _remembered_place(jobs_dir, inputs)
+    if read_entry(place, _Remembered) != _Remembered(_options_code(), options):
+        write_entry(place, _Remembered(_options_code(), options))
 
 
 def _sorted(value: Any) -> Any:

@@ -9,6 +9,11 @@ every run of the reference, so that a later run finds an unchanged task at the s
 (Harbor resumes a trial only when its task path is the same). A task already there is
 discovered again and kept only when its content digest is the revision's; the dataset's
 name (Harbor's ``source`` of the trials) is the taskset's.
+
+:func:`plan_source` does every check of SOURCE and writes nothing in a job's place (a bad
+SOURCE fails before a job directory is locked or made); :meth:`SourcePlan.tasks` then checks
+out what a reference still lacks. A directory's discovery is remembered by
+:mod:`casstore.run.sourcecache` (stat-based: a changed task is discovered again).
 """
 
 from __future__ import annotations
@@ -16,27 +21,29 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from casstore.archive.discover import discover, discover_task
 from casstore.errors import CheckError, UsageError
+from casstore.run.sourcecache import CachedTask, cached_discovery
 from casstore.store.core import Store
 from casstore.store.lookup import resolve
 from casstore.store.records import Reference, TaskRevision
 
-__all__ = ["TASKS_FOLDER", "RunTask", "RunTasks", "resolve_source"]
+__all__ = ["TASKS_FOLDER", "RunTask", "RunTasks", "SourcePlan", "plan_source", "resolve_source"]
 
 TASKS_FOLDER = ".casstore-tasks"
 
 
 @dataclass(frozen=True)
 class RunTask:
-    """One task to run: its native id (Harbor's task name), directory and content digest."""
+    """One task to run: its native id (Harbor's task name), directory, content digest and
+    the reward keys it declares (primary first; ``reward`` alone when it declares none)."""
 
     name: str
     path: Path
     content_digest: str
+    metrics: tuple[str, ...] = ("reward",)
 
 
 @dataclass(frozen=True)
@@ -53,15 +60,42 @@ class RunTasks:
         return {task.name: task.content_digest for task in self.tasks}
 
 
-def resolve_source(source: str, store: Store | None, jobs_dir: Path) -> RunTasks:
-    """The tasks of ``source`` (module docstring). UsageError when it is neither a directory
-    nor a reference a store holds (``store`` None: no store to look in)."""
+@dataclass
+class SourcePlan:
+    """A checked SOURCE: its tasks (:meth:`tasks`), checking out first what a reference's
+    revisions lack (``_store``, ``_source``, ``_root``: None for a directory)."""
+
+    _tasks: list[RunTask]
+    dataset: str | None
+    _store: Store | None = field(default=None, repr=False)
+    _source: str = ""
+    _root: Path | None = None
+    _revisions: list[TaskRevision] = field(default_factory=list)
+
+    def tasks_declared(self) -> list[RunTask]:
+        """The tasks as planned (a reference's not checked out yet): names, digests, keys."""
+        return list(self._tasks)
+
+    def tasks(self) -> RunTasks:
+        """The tasks of the SOURCE, sorted by native id (a reference's revisions checked out
+        into their places first, a place holding another content removed)."""
+        if self._store is not None and self._root is not None:
+            root = self._root
+            missing = {r.dir_name for r in self._revisions if not _kept(_place(root, r))}
+            if missing:
+                _check_out(self._store, self._source, root, missing)
+        return RunTasks(sorted(self._tasks, key=lambda t: t.name), self.dataset)
+
+
+def plan_source(source: str, store: Store | None, jobs_dir: Path) -> SourcePlan:
+    """Check ``source`` (module docstring). UsageError when it is neither a directory nor a
+    reference a store holds (``store`` None: no store to look in); a directory's discovery
+    errors."""
     path = Path(source)
     if path.is_dir():
-        found = discover(path)
-        tasks = [RunTask(t.id, t.source_dir, t.content_digest) for t in found]
-        dataset = None if (path / "task.toml").exists() else path.resolve().name
-        return RunTasks(sorted(tasks, key=lambda t: t.name), dataset)
+        found, dataset = cached_discovery(path, jobs_dir, lambda: _discover(path))
+        tasks = [RunTask(t.name, Path(t.path), t.content_digest, tuple(t.metrics)) for t in found]
+        return SourcePlan(tasks, dataset)
     neither = UsageError(source, "neither a task or dataset directory nor a stored reference")
     if store is None or path.exists():
         raise neither
@@ -72,15 +106,30 @@ def resolve_source(source: str, store: Store | None, jobs_dir: Path) -> RunTasks
             raise
         raise neither from None  # "./typo" is a path, not the workspace "."
     _, items = resolve(store, source)
-    root, name = jobs_dir / TASKS_FOLDER / parsed.workspace / parsed.name, parsed.name
-    missing = [revision for _, revision in items if not _kept(_place(root, revision))]
-    if missing:
-        _check_out(store, source, root, {revision.dir_name for revision in missing})
+    root = jobs_dir / TASKS_FOLDER / parsed.workspace / parsed.name
     tasks = [
-        RunTask(revision.native_id, _place(root, revision)[0], revision.content_digest)
-        for _, revision in items
+        RunTask(r.native_id, _place(root, r)[0], r.content_digest, tuple(r.metrics))
+        for _, r in items
     ]
-    return RunTasks(sorted(tasks, key=lambda t: t.name), name)
+    return SourcePlan(tasks, parsed.name, store, source, root, [r for _, r in items])
+
+
+def resolve_source(source: str, store: Store | None, jobs_dir: Path) -> RunTasks:
+    """The tasks of ``source``: :func:`plan_source`, then :meth:`SourcePlan.tasks`."""
+    return plan_source(source, store, jobs_dir).tasks()
+
+
+def _discover(path: Path) -> tuple[list[CachedTask], str | None, bool]:
+    """Discover the directory ``path`` with every check: its tasks, its dataset name (None
+    for one task directory) and whether no warning was given."""
+    from casstore.archive.discover import discover  # here: a cache hit needs none of it
+
+    found = discover(path)
+    tasks = [
+        CachedTask(t.id, os.fspath(t.source_dir), t.content_digest, list(t.metrics)) for t in found
+    ]
+    dataset = None if (path / "task.toml").exists() else path.resolve().name
+    return tasks, dataset, not found.warnings
 
 
 def _place(root: Path, revision: TaskRevision) -> tuple[Path, str]:
@@ -90,6 +139,8 @@ def _place(root: Path, revision: TaskRevision) -> tuple[Path, str]:
 
 def _kept(place: tuple[Path, str]) -> bool:
     """Whether the task at ``place`` is there with its content digest (else it is removed)."""
+    from casstore.archive.discover import discover_task
+
     path, digest = place
     if not path.is_dir():
         return False
