@@ -22,6 +22,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -68,16 +69,25 @@ def _pack_to_file(source: Path, out: Path, compression: str):
         return pack_tree(source, handle, compression)  # type: ignore[arg-type]
 
 
-def _fresh_dirs(base: Path, archive: Path):
-    """``setup``/``teardown`` for extraction rounds: a new destination each round, removed
-    after it (outside the timing)."""
+def _fresh_dirs(base: Path, archive: Path, graveyard: Path):
+    """``setup``/``teardown`` for extraction rounds: a new destination each round, moved
+    after it (outside the timing) into ``graveyard``, which is removed when the session ends.
+
+    Not removed at once: on an ext4 without a journal (this machine's) the kernel does not
+    reuse an inode for a minute after it was freed (``recently_deleted``, longer while its
+    inode table block is dirty) and every file created meanwhile scans past each such inode
+    of its group; 10,000 files removed between rounds made every file the next round (ours or
+    the baseline's) created cost 0.3-0.7 ms of kernel time instead of ~15 µs, so a round
+    measured the removal before it rather than the extraction (``perf``: 75% of the samples
+    in ``recently_deleted`` under ``ext4_create``)."""
     counter = itertools.count()
 
     def setup():
         return (archive, base / f"dest-{next(counter)}"), {}
 
     def teardown(archive: Path, dest: Path) -> None:
-        shutil.rmtree(dest, ignore_errors=True)
+        if dest.exists():
+            dest.rename(graveyard / f"{base.name}-{dest.name}")
 
     return setup, teardown
 
@@ -141,6 +151,15 @@ def gnu_hashed_list(archive: Path) -> None:
     shell(f"sha256sum {quoted} >/dev/null && tar -tf {quoted} >/dev/null")
 
 
+@pytest.fixture(scope="session")
+def graveyard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Where extraction rounds leave their destinations (see :func:`_fresh_dirs`); removed
+    when the session ends, after every measurement."""
+    path = tmp_path_factory.mktemp("graveyard")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.mark.parametrize(
     ("tree", "compression", "tool"), _cases({"none": ("casstore", "gnu", "hashed")})
 )
@@ -162,10 +181,10 @@ def test_verify(benchmark, trees, archives, tree, compression, tool):
 
 
 @pytest.mark.parametrize(("tree", "compression", "tool"), _cases({}))
-def test_extract(benchmark, trees, archives, tree, compression, tool, tmp_path):
+def test_extract(benchmark, trees, archives, graveyard, tree, compression, tool, tmp_path):
     archive = archives(tree, compression)
     benchmark.group = f"extract-{tree}-{compression}"
-    setup, teardown = _fresh_dirs(tmp_path, archive)
+    setup, teardown = _fresh_dirs(tmp_path, archive, graveyard)
     info = {"bytes": trees(tree).payload_bytes}
     if tool == "casstore":
         run = extract_archive
