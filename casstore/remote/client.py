@@ -134,11 +134,13 @@ class Client:
         except Exception as error:
             raise self.failed(key, error) from error
 
-    async def open_async(self, key: str) -> Any:
-        """The GET of ``key`` begun (obstore's ``GetResult``: its body not read yet), None
-        when the remote holds no such object; read it with :meth:`chunks`."""
+    async def open_async(self, key: str, offset: int = 0) -> Any:
+        """The GET of ``key`` begun (obstore's ``GetResult``: its body not read yet), from
+        byte ``offset`` on (a ranged GET when not 0; ``meta["size"]`` is still the whole
+        object's), None when the remote holds no such object; read it with :meth:`chunks`."""
+        options: Any = {"range": {"offset": offset}} if offset else None
         try:
-            return await obstore.get_async(self.store, key)
+            return await obstore.get_async(self.store, key, options=options)
         except FileNotFoundError:
             return None
         except Exception as error:
@@ -150,6 +152,16 @@ class Client:
             return bytes(await result.bytes_async())
         except Exception as error:
             raise self.failed(key, error) from error
+
+    async def size_async(self, key: str) -> int | None:
+        """The size in bytes of ``key`` (a HEAD request), None when there is no such object."""
+        try:
+            meta = await obstore.head_async(self.store, key)
+        except FileNotFoundError:
+            return None
+        except Exception as error:
+            raise self.failed(key, error) from error
+        return int(meta["size"])
 
     def chunks(self, key: str, result: Any, size: int) -> Iterator[bytes]:
         """The body of the GET ``result`` of ``key`` (:meth:`open_async`) as it arrives, in
