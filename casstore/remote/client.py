@@ -231,6 +231,14 @@ class Client:
             raise self.failed(key, error) from error
         return True
 
+    async def delete_async(self, key: str) -> None:
+        """Remove ``key`` (only an object this client just wrote: content-addressed objects
+        are otherwise never removed by a transfer)."""
+        try:
+            await obstore.delete_async(self.store, key)
+        except Exception as error:
+            raise self.failed(key, error) from error
+
     def list(self, prefix: str) -> dict[str, int]:
         """Every key under ``prefix`` (``a/`` style) with its size."""
         found: dict[str, int] = {}
