@@ -9,8 +9,10 @@ used. ``checkout NAME:REF``, ``rescore NAME:JOB``, ``ls --remote`` and ``fsck --
 with their commands (:func:`remote_sources` tells ``rescore`` a remote job).
 
 Exit status: 0 ok; 1 a failed check or request (an object failing its digest, a remote that
-refused); 2 bad usage (an unknown remote or reference). Progress bars on stderr count the
-objects moved, on a terminal only. The remote package is imported in the command bodies.
+refused); 2 bad usage (an unknown remote or reference); 130 (SIGINT), 143 (SIGTERM), 129
+(SIGHUP) a push or pull interrupted, said on one line (how far it got; a rerun resumes).
+Progress bars on stderr count the objects moved, on a terminal only. The remote package is
+imported in the command bodies.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cli.options import GlobalOptions, JsonOption
-from cli.output import emit_json, out_console, print_lines, progress_bar
+from cli.output import emit_json, fail, out_console, print_lines, progress_bar
 
 if TYPE_CHECKING:
     from casstore.store import Store
@@ -120,8 +122,8 @@ def push(
     parallel, then the refs (conditional writes)."""
     from casstore.remote import api
 
-    with _store(ctx) as store, progress_bar("push") as bar:
-        report = api.push(store, refs, to, bar)
+    with _store(ctx) as store, progress_bar("push") as bar, _interrupted(bar, "objects sent") as n:
+        report = api.push(store, refs, to, n)
     if json:
         emit_json(report.model_dump())
         return
@@ -143,8 +145,8 @@ def pull(
     """Bring REFs from a remote into the store, every object checked before it is kept."""
     from casstore.remote import api
 
-    with _store(ctx) as store, progress_bar("pull") as bar:
-        report = api.pull(store, refs, from_, bar)
+    with _store(ctx) as store, progress_bar("pull") as bar, _interrupted(bar, "tasks fetched") as n:
+        report = api.pull(store, refs, from_, n)
     if json:
         emit_json(report.model_dump())
         return
@@ -154,6 +156,43 @@ def pull(
     out_console.print(
         f"fetched {report.archives} archives, {report.job_values} job values from {report.remote}"
     )
+
+
+class _Counted:
+    """A progress counting what it passes on to ``bar``: ``done`` of ``total``."""
+
+    def __init__(self, bar: Any) -> None:
+        self.bar = bar
+        self.total = self.done = 0
+
+    def start(self, total: int) -> None:
+        self.total = total
+        self.bar.start(total)
+
+    def advance(self, label: str) -> None:
+        self.done += 1
+        self.bar.advance(label)
+
+
+@contextmanager
+def _interrupted(bar: Any, what: str) -> Iterator[_Counted]:
+    """Run a transfer reporting to ``bar``; interrupted (SIGINT; SIGTERM, SIGHUP, which
+    :func:`cli.main.main` turns into ``SystemExit(128 + N)``), it prints one line, ``casstore:
+    interrupted: N of M <what>; rerun to resume``, and exits with the status of the signal
+    (130, 143, 129). What finished stays done: push moves no ref before every object is
+    sent, pull registers nothing before every archive is in."""
+    counted = _Counted(bar)
+    try:
+        yield counted
+    except KeyboardInterrupt:
+        code = 130
+    except SystemExit as stop:
+        if not isinstance(stop.code, int) or stop.code <= 128:
+            raise
+        code = stop.code
+    else:
+        return
+    raise fail(f"interrupted: {counted.done} of {counted.total} {what}; rerun to resume", code)
 
 
 @contextmanager

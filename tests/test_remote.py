@@ -11,7 +11,12 @@ import boto3
 import pytest
 
 import casstore
-from casstore.errors import CorruptRemoteError, UnknownReferenceError, UsageError
+from casstore.errors import (
+    CorruptRemoteError,
+    CorruptStoreError,
+    UnknownReferenceError,
+    UsageError,
+)
 from casstore.remote import api as remote
 from tests.helpers import make_task, snapshot, store_cli
 from tests.remote_server import S3, s3, s3_server
@@ -174,13 +179,31 @@ def test_flipped_archive_byte_is_refused_naming_the_key(tmp_path: Path, s3: S3) 
     with pytest.raises(CorruptRemoteError) as pulled:
         remote.pull(b, ["pair"])
     assert pulled.value.path == f"{s3.url()}/{key}"
-    assert b.tasksets.list() == [] and list(b.filesets.archives()) == []
+    assert b.tasksets.list() == [] and b.tasks.list() == []
+    # what passed its checks may be placed (a rerun would not fetch it again), never t2's
+    placed = {ref for ref, _ in b.filesets.archives()}
+    assert placed <= {a.tasks.get("t1")[1].archive_ref}
     assert b.filesets.temporaries() == []
     report = remote.fsck_remote(b)
     assert not report.ok
     assert [(p["kind"], p["key"]) for p in report.problems] == [
         ("corrupt_object", f"{s3.url()}/{key}")
     ]
+
+
+def test_a_damaged_local_archive_is_not_left_on_the_remote(tmp_path: Path, s3: S3) -> None:
+    a = _store(tmp_path / "a", s3)
+    casstore.publish(a, make_task(tmp_path / "src", "t1", {"data.txt": "t1" * 40}))
+    path = a.filesets.path_of(a.tasks.get("t1")[1].archive_ref)
+    path.chmod(0o644)
+    path.write_bytes(_flip(path.read_bytes(), 100))
+    with pytest.raises(CorruptStoreError) as caught:
+        remote.push(a, ["t1"])
+    assert caught.value.path == str(path)
+    assert "not to its address" in caught.value.rule
+    held = _keys(s3, "r/")
+    assert _archive_key(a, "t1") not in held  # sent while hashed, then removed
+    assert not any(key.startswith("r/refs/") for key in held)
 
 
 @pytest.mark.parametrize("what", ["archive", "revision", "taskset"])

@@ -9,9 +9,11 @@ file (``AWS_SHARED_CREDENTIALS_FILE``, default ``~/.aws/credentials``) and its r
 are used with any endpoint given.
 
 Every failure is :class:`~casstore.errors.RemoteError` naming the object,
-``s3://bucket/prefix/key``. Objects are written create-only (:meth:`Client.put_new`: an
-existing key is never overwritten) and refs by conditional writes (:meth:`Client.put_ref`:
-``If-Match`` the ETag read, ``If-None-Match: *`` for a new ref).
+``s3://bucket/prefix/key`` (the remote's URL when it is the remote's as a whole: no such
+bucket, credentials refused, the endpoint out of reach), its cause on one line. Objects are
+written create-only (:meth:`Client.put_new_async`: an existing key is never overwritten) and
+refs by conditional writes (:meth:`Client.put_ref`: ``If-Match`` the ETag read,
+``If-None-Match: *`` for a new ref).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from obstore.store import S3Store
 
 from casstore.errors import RemoteError
 from casstore.remote.config import Remote
+from casstore.remote.failures import bucket_missing, describe
 
 __all__ = ["Client", "open_client"]
 
@@ -91,35 +94,45 @@ def open_client(remote: Remote) -> Client:
             **settings,
         )
     except Exception as error:  # obstore's configuration errors
-        raise RemoteError(remote.url, f"cannot open the remote: {_line(error)}") from error
-    return Client(remote, store)
-
-
-def _line(error: BaseException) -> str:
-    """The first line of an obstore error (they carry a multi-line debug dump)."""
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+        line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise RemoteError(remote.url, f"cannot open the remote: {line}") from error
+    return Client(remote, store, endpoint or "AWS")
 
 
 class Client:
     """Requests to one remote; every method names the key it failed on."""
 
-    def __init__(self, remote: Remote, store: S3Store) -> None:
+    def __init__(self, remote: Remote, store: S3Store, endpoint: str = "AWS") -> None:
         self.remote = remote
         self.store = store
+        self.endpoint = endpoint
 
     def where(self, key: str) -> str:
         """``s3://bucket/prefix/key``: how errors name an object."""
         return f"{self.remote.url.rstrip('/')}/{key}"
 
     def failed(self, key: str, error: BaseException) -> RemoteError:
-        """The RemoteError of a request on ``key`` that raised ``error``."""
-        return RemoteError(self.where(key), _line(error))
+        """The RemoteError of a request on ``key`` that raised ``error``: naming the object,
+        or the remote's URL when no request could succeed (no such bucket, credentials
+        refused, the endpoint out of reach); the cause on one line
+        (:func:`~casstore.remote.failures.describe`)."""
+        failure = describe(error, self.remote.bucket, self.endpoint)
+        return RemoteError(
+            self.remote.url if failure.remote_wide else self.where(key), failure.text
+        )
+
+    def absent(self, key: str, error: FileNotFoundError) -> None:
+        """Return for a request on ``key`` that found no object; raise :meth:`failed` when it
+        is the bucket that does not exist."""
+        if bucket_missing(error):
+            raise self.failed(key, error) from error
 
     def get(self, key: str) -> bytes | None:
         """The bytes of ``key``, None when the remote holds no such object."""
         try:
             return bytes(obstore.get(self.store, key).bytes())
-        except FileNotFoundError:
+        except FileNotFoundError as error:
+            self.absent(key, error)
             return None
         except Exception as error:
             raise self.failed(key, error) from error
@@ -129,17 +142,21 @@ class Client:
         try:
             result = await obstore.get_async(self.store, key)
             return bytes(await result.bytes_async())
-        except FileNotFoundError:
+        except FileNotFoundError as error:
+            self.absent(key, error)
             return None
         except Exception as error:
             raise self.failed(key, error) from error
 
-    async def open_async(self, key: str) -> Any:
-        """The GET of ``key`` begun (obstore's ``GetResult``: its body not read yet), None
-        when the remote holds no such object; read it with :meth:`chunks`."""
+    async def open_async(self, key: str, offset: int = 0) -> Any:
+        """The GET of ``key`` begun (obstore's ``GetResult``: its body not read yet), from
+        byte ``offset`` on (a ranged GET when not 0; ``meta["size"]`` is still the whole
+        object's), None when the remote holds no such object; read it with :meth:`chunks`."""
+        options: Any = {"range": {"offset": offset}} if offset else None
         try:
-            return await obstore.get_async(self.store, key)
-        except FileNotFoundError:
+            return await obstore.get_async(self.store, key, options=options)
+        except FileNotFoundError as error:
+            self.absent(key, error)
             return None
         except Exception as error:
             raise self.failed(key, error) from error
@@ -150,6 +167,17 @@ class Client:
             return bytes(await result.bytes_async())
         except Exception as error:
             raise self.failed(key, error) from error
+
+    async def size_async(self, key: str) -> int | None:
+        """The size in bytes of ``key`` (a HEAD request), None when there is no such object."""
+        try:
+            meta = await obstore.head_async(self.store, key)
+        except FileNotFoundError as error:
+            self.absent(key, error)
+            return None
+        except Exception as error:
+            raise self.failed(key, error) from error
+        return int(meta["size"])
 
     def chunks(self, key: str, result: Any, size: int) -> Iterator[bytes]:
         """The body of the GET ``result`` of ``key`` (:meth:`open_async`) as it arrives, in
@@ -165,7 +193,8 @@ class Client:
         try:
             result = obstore.get(self.store, key)
             data = bytes(result.bytes())
-        except FileNotFoundError:
+        except FileNotFoundError as error:
+            self.absent(key, error)
             return None
         except Exception as error:
             raise self.failed(key, error) from error
@@ -201,6 +230,14 @@ class Client:
         except Exception as error:
             raise self.failed(key, error) from error
         return True
+
+    async def delete_async(self, key: str) -> None:
+        """Remove ``key`` (only an object this client just wrote: content-addressed objects
+        are otherwise never removed by a transfer)."""
+        try:
+            await obstore.delete_async(self.store, key)
+        except Exception as error:
+            raise self.failed(key, error) from error
 
     def list(self, prefix: str) -> dict[str, int]:
         """Every key under ``prefix`` (``a/`` style) with its size."""

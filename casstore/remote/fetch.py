@@ -13,7 +13,9 @@ caller's to drop.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -158,25 +160,60 @@ def fetch_snapshot(client: Client, digest: str, named_by: str) -> JobSnapshot:
     return JobSnapshot.decode(client, digest, data)
 
 
-async def fetch_archive(client: Client, revision: TaskRevision, out: Path, limits: Limits) -> None:
-    """Stream the archive of ``revision`` into the new file ``out``, verified as it arrives
+async def fetch_archive(
+    client: Client, revision: TaskRevision, out: Path, limits: Limits, resume: bool = False
+) -> None:
+    """Stream the archive of ``revision`` into the file ``out`` (new and empty, or with
+    ``resume`` the bytes of an earlier, interrupted fetch of it), verified as it arrives
     (address, structure, content digest: when its last byte is written it is verified);
-    CorruptRemoteError naming the remote object when it is missing or fails. An archive of
-    one block or less is read whole on the event loop (no thread waits on the network for
-    it), then checked."""
+    CorruptRemoteError naming the remote object when it is missing or fails. With
+    ``resume`` the bytes ``out`` holds are read back into the check and only the rest is
+    requested (a ranged GET); when the whole then fails, it is fetched once more from byte 0
+    (the prefix may have been the damaged part). An archive of one block or less is read
+    whole on the event loop (no thread waits on the network for it), then checked."""
+    held = out.stat().st_size if resume else 0
+    if held:
+        try:
+            await _fetch(client, revision, out, limits, held, resume)
+            return
+        except CorruptRemoteError:
+            pass  # the earlier bytes may be what failed: once more, from byte 0
+    await _fetch(client, revision, out, limits, 0, resume)
+
+
+async def _fetch(
+    client: Client, revision: TaskRevision, out: Path, limits: Limits, held: int, resume: bool
+) -> None:
+    """:func:`fetch_archive` keeping the first ``held`` bytes ``out`` holds (0: none)."""
     from casstore.archive.compress import STREAM_BLOCK  # here: ``ls --remote`` needs no reader
 
     key = archive_key(revision.archive_ref)
-    result = await client.open_async(key)
-    if result is None:
+    result = None
+    size = await client.size_async(key) if held else None
+    if not held or (size is not None and held < size):
+        result = await client.open_async(key, held)
+        size = None if result is None else result.meta["size"]
+    if size is None:
         named_by = value_key("revisions", revision.digest)
         raise CorruptRemoteError(client.where(key), f"missing (named by {named_by})")
+    if held > size:
+        rule = f"{held} bytes kept from an earlier fetch, more than the object's {size}"
+        raise CorruptRemoteError(client.where(key), rule)
     blocks: Iterable[bytes]
-    if result.meta["size"] <= STREAM_BLOCK:
+    if result is None:  # every byte is held: only the check is left
+        blocks = ()
+    elif size - held <= STREAM_BLOCK:
         blocks = (await client.body_async(key, result),)
     else:
         blocks = client.chunks(key, result, STREAM_BLOCK)
-    await asyncio.to_thread(_receive, client, key, blocks, revision, out, limits)
+    stop = threading.Event()
+    try:
+        await asyncio.to_thread(
+            _receive, client, key, blocks, revision, out, limits, (held, resume), stop
+        )
+    except BaseException:
+        stop.set()  # a cancelled transfer: its thread stops at the next block
+        raise
 
 
 def _receive(
@@ -186,18 +223,28 @@ def _receive(
     revision: TaskRevision,
     out: Path,
     limits: Limits,
+    kept: tuple[int, bool],
+    stop: threading.Event,
 ) -> None:
-    """``blocks`` (the body of ``key``) written to ``out`` and verified on the way, then
-    fsync-ed."""
+    """``blocks`` (the body of ``key`` from byte ``held`` on) written to ``out`` after its
+    first ``held`` bytes, all verified on the way, then fsync-ed; ``kept`` is ``(held,
+    resume)`` (``resume``: ``out`` exists, and is not made again once removed). ``stop``
+    set: the transfer was cancelled (_Stopped at the next block)."""
+    from casstore.archive.compress import STREAM_BLOCK
     from casstore.archive.read import verify_blocks
 
-    with out.open("wb") as handle:
-        if isinstance(blocks, tuple):  # in memory: written at once, read on this thread
+    held, resume = kept
+    with out.open("r+b" if resume else "wb") as handle:
+        handle.truncate(held)
+        earlier = iter(partial(handle.read, STREAM_BLOCK), b"")  # ends at byte ``held``
+        whole: Iterable[bytes]
+        if isinstance(blocks, tuple) and not held:  # in memory: read on this thread
             handle.writelines(blocks)
+            whole = blocks
         else:
-            blocks = _written(blocks, handle)
+            whole = itertools.chain(earlier, _written(blocks, handle, stop))
         try:
-            verified = verify_blocks(blocks, str(out), revision.address, limits)
+            verified = verify_blocks(whole, str(out), revision.address, limits)
         except CheckError as error:
             in_archive(error, out)
             raise CorruptRemoteError(client.where(key), error.rule) from error
@@ -208,8 +255,15 @@ def _receive(
         raise CorruptRemoteError(client.where(key), rule)
 
 
-def _written(blocks: Iterable[bytes], handle: BinaryIO) -> Iterator[bytes]:
-    """``blocks``, each written to ``handle`` as it passes."""
+class _Stopped(Exception):
+    """The transfer of an archive was cancelled while its thread was receiving it."""
+
+
+def _written(blocks: Iterable[bytes], handle: BinaryIO, stop: threading.Event) -> Iterator[bytes]:
+    """``blocks``, each written to ``handle`` as it passes; _Stopped once ``stop``
+    is set."""
     for block in blocks:
+        if stop.is_set():
+            raise _Stopped(handle.name)
         handle.write(block)
         yield block

@@ -1,17 +1,25 @@
 """``casstore pull REF... [--from NAME]``: a remote's tasks, tasksets and jobs into the local
 store, each object checked before it is kept.
 
-Archives are streamed into temporary files of the store's filesets and placed as
-publication places them, verified first (:meth:`~casstore.store.fileset.Filesets.adopt`);
-then one write transaction adds the revisions, moves the names (the rule of a ref:
-:func:`casstore.remote.refs.advance`) and writes the jobs' values. An archive already intact
-in the store, a revision it holds and a job whose snapshot it holds are not fetched again, so
-a pull that was interrupted goes on where it stopped.
+Archives are streamed into temporary files of the store's filesets, verified on the way,
+and each placed as soon as it passed, as publication places them
+(:meth:`~casstore.store.fileset.Filesets.adopt`); when every one is in, one write
+transaction adds the revisions, moves the names (the rule of a ref:
+:func:`casstore.remote.refs.advance`) and writes the jobs' values. A pull that stops
+half-way (interrupted, killed, a request failed) has registered nothing, but an archive
+already intact in the store and a job whose snapshot it holds are not fetched again, and an
+archive it was receiving (at least a block of it) is kept in ``.tmp-pull-<address hex>``:
+the next pull asks only for the rest (a ranged GET) and verifies the whole file again, so a
+pull goes on where it stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -20,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from casstore.archive.limits import Limits
+from casstore.digest import Digest
 from casstore.errors import CorruptRemoteError
 from casstore.progress import NO_PROGRESS, Progress
 from casstore.remote.client import Client
@@ -36,6 +45,7 @@ from casstore.remote.objects import ref_key, value_key, verified_bytes
 from casstore.remote.refs import advance
 from casstore.remote.transfer import run_parallel
 from casstore.store.core import Store
+from casstore.store.fileset import TEMP_PREFIX
 from casstore.store.index import Txn
 from casstore.store.lookup import read_name
 from casstore.store.records import NamedRecord, TaskRevision
@@ -43,7 +53,10 @@ from casstore.trials.orphans import drop_unreferenced
 from casstore.trials.packs import job_packs
 from casstore.trials.stored import stored_job
 
-__all__ = ["PullReport", "pull"]
+__all__ = ["PARTIAL_PREFIX", "PullReport", "pull"]
+
+PARTIAL_PREFIX = f"{TEMP_PREFIX}pull-"
+"""How the file an archive is being pulled into is named (then its address's hex)."""
 
 KINDS = ("tasksets", "tasks", "jobs")
 
@@ -123,48 +136,75 @@ def _tasks(
     limits: Limits,
 ) -> int:
     """Fetch the task revisions ``pins`` names into ``plan``, and each archive the store
-    lacks into a temporary of its filesets, verified, in parallel (a task's revision then its
-    archive); only when every one passed are the archives placed (else all are removed).
-    The number of archives fetched."""
-    received: list[tuple[TaskRevision, Path]] = []
-    try:
-        work = [
-            (digest, partial(_task, store, client, digest, named_by, received, limits))
-            for digest, named_by in pins.items()
-        ]
-        for revision in run_parallel(work, progress):
-            plan.revisions["revisions", revision.digest] = revision
-        placing = [  # in threads: each placing waits on its folder's fsync
-            (task.archive_ref, partial(asyncio.to_thread, _place, store, task, temporary, limits))
-            for task, temporary in received
-        ]
-        run_parallel(placing, parallel=16)
-    finally:
-        for _, temporary in received:
-            temporary.unlink(missing_ok=True)
-    return len(received)
+    lacks, in parallel (a task's revision then its archive); each archive is placed as soon
+    as it is verified, so a pull that stops half-way keeps those (the next one finds them
+    intact). The number of archives fetched."""
+    work = [
+        (digest, partial(_task, store, client, digest, named_by, limits))
+        for digest, named_by in pins.items()
+    ]
+    fetched = 0
+    for revision, received in run_parallel(work, progress):
+        plan.revisions["revisions", revision.digest] = revision
+        fetched += received
+    return fetched
+
+
+async def _task(
+    store: Store, client: Client, digest: str, named_by: str, limits: Limits
+) -> tuple[TaskRevision, bool]:
+    """The task revision ``digest``, and whether its archive was fetched now (and placed;
+    not when the store holds it intact)."""
+    revision = await fetch_revision_async(client, "revisions", digest, named_by)
+    if store.filesets.intact(revision, limits):  # a missing file: at once
+        return revision, False
+    with _partial_file(store, revision) as (path, resume):
+        try:
+            await fetch_archive(client, revision, path, limits, resume)
+        except BaseException as error:
+            if not resume or isinstance(error, CorruptRemoteError) or _small(path):
+                path.unlink(missing_ok=True)  # nothing worth resuming
+            raise
+        await asyncio.to_thread(_place, store, revision, path, limits)
+    return revision, True
 
 
 def _place(store: Store, task: TaskRevision, temporary: Path, limits: Limits) -> None:
     store.filesets.adopt(temporary, task, limits, verified=True)  # fetch_archive verified it
 
 
-async def _task(
-    store: Store,
-    client: Client,
-    digest: str,
-    named_by: str,
-    received: list[tuple[TaskRevision, Path]],
-    limits: Limits,
-) -> TaskRevision:
-    """The task revision ``digest``, and its archive into a temporary (added to
-    ``received``) unless the store holds it intact."""
-    revision = await fetch_revision_async(client, "revisions", digest, named_by)
-    if not store.filesets.intact(revision, limits):  # a missing file: at once
-        temporary = store.filesets.temporary_for(revision.archive_ref)
-        received.append((revision, temporary))
-        await fetch_archive(client, revision, temporary, limits)
-    return revision
+@contextmanager
+def _partial_file(store: Store, revision: TaskRevision) -> Iterator[tuple[Path, bool]]:
+    """The file an archive is received into and whether it may hold the bytes of an earlier,
+    interrupted pull: ``.tmp-pull-<address hex>`` beside the archive's folder, locked
+    (``flock``) for as long as the block runs; a new temporary when another pull holds it.
+    Left behind it is a temporary as any other (``gc`` removes it)."""
+    folder = store.filesets.path_of(revision.archive_ref).parent.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{PARTIAL_PREFIX}{Digest.parse(revision.address).hex}"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        same = os.path.samestat(os.fstat(fd), os.stat(path))  # not removed meanwhile
+    except (BlockingIOError, FileNotFoundError):
+        same = False
+    try:
+        if same:
+            yield path, True
+        else:
+            yield store.filesets.temporary_for(revision.archive_ref), False
+    finally:
+        os.close(fd)
+
+
+def _small(path: Path) -> bool:
+    """True when ``path`` holds less than a block (or is gone): not worth resuming."""
+    from casstore.archive.compress import STREAM_BLOCK
+
+    try:
+        return path.stat().st_size < STREAM_BLOCK
+    except FileNotFoundError:
+        return True
 
 
 def _job(store: Store, client: Client, resolved: Resolved) -> tuple[JobSnapshot, dict[str, bytes]]:

@@ -4,14 +4,15 @@ The objects the REFs reach (:mod:`casstore.remote.gather`) that the remote lacks
 create-only, in parallel (an existing key is never overwritten: it holds those bytes, or fsck
 says it does not); only when every one is there are the refs moved, by conditional writes
 (:mod:`casstore.remote.refs`). A push that dies half-way leaves objects no ref reaches yet,
-never a ref naming a missing object; the next push sends only what is still missing.
+never a ref naming a missing object; the next push sends only what is still missing. A local
+archive is hashed as it is sent: one that no longer hashes to its address fails the push
+(CorruptStoreError) and is removed from the remote again.
 """
 
 from __future__ import annotations
 
 import asyncio
 from functools import partial
-from pathlib import Path
 
 from pydantic import BaseModel
 
@@ -77,20 +78,24 @@ def push(
 
 async def _put(client: Client, bundle: Bundle, key: str) -> int:
     """Put the object ``key`` create-only: its size when written now, 0 when the remote
-    held it already (another pusher came first)."""
+    held it already (another pusher came first). An archive is hashed while it is sent (the
+    two overlap); one that does not hash to its address is removed again when this put
+    wrote it, and is CorruptStoreError."""
     if key in bundle.objects:
         data = bundle.objects[key]
-    else:
-        path, address = bundle.archives[key]
-        data = await asyncio.to_thread(_archive_bytes, path, address)
-    return len(data) if await client.put_new_async(key, data) else 0
-
-
-def _archive_bytes(path: Path, address: str) -> bytes:
-    """The bytes of the local archive file ``path``, which must hash to ``address``."""
-    data = path.read_bytes()
-    found = str(Digest.of(data))
+        return len(data) if await client.put_new_async(key, data) else 0
+    path, address = bundle.archives[key]
+    data = await asyncio.to_thread(path.read_bytes)
+    written, found = await asyncio.gather(
+        client.put_new_async(key, data), asyncio.to_thread(_hash, data)
+    )
     if found != address:
+        if written:
+            await client.delete_async(key)
         rule = f"the archive hashes to {found}, not to its address {address} (publish it again)"
         raise CorruptStoreError(str(path), rule)
-    return data
+    return len(data) if written else 0
+
+
+def _hash(data: bytes) -> str:
+    return str(Digest.of(data))
