@@ -302,3 +302,13 @@ def test_reward_key_rule() -> None:
         check_reward_key("speed", [declaring, other])
     check_reward_key("speed", [declaring, plain])
     check_reward_key("anything", [])
+
+
+def test_an_entry_that_cannot_be_replaced_leaves_no_temporary_file(tmp_path: Path) -> None:
+    from casstore.run.statcache import write_entry
+
+    place = tmp_path / "sources" / "key.json"
+    place.mkdir(parents=True)  # (os.replace of a file over a directory fails)
+    write_entry(place, {"version": 1})
+    assert sorted(p.name for p in place.parent.iterdir()) == ["key.json"]
+    assert place.is_dir()
