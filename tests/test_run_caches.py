@@ -312,3 +312,20 @@ def test_an_entry_that_cannot_be_replaced_leaves_no_temporary_file(tmp_path: Pat
     write_entry(place, {"version": 1})
     assert sorted(p.name for p in place.parent.iterdir()) == ["key.json"]
     assert place.is_dir()
+
+
+@pytest.mark.parametrize("inside", ["ds", "ds/jobs", "ds/plain/jobs"])
+def test_a_jobs_dir_inside_the_source_is_refused_first(capsys, tmp_path: Path, inside: str) -> None:
+    # Its jobs were discovered with the tasks: a dataset's second run failed on ``jobs`` as a
+    # malformed task, a task's content digest changed with every run (always stale).
+    write_harbor_tasks(tmp_path / "ds", ["plain"])
+    source = tmp_path / ("ds/plain" if "plain" in inside else "ds")
+    jobs = tmp_path / inside
+    argv = ("--store", str(tmp_path / "store"), "run", str(source), "--agent", "oracle")
+    code, out, err = run_cli(capsys, *argv, "--jobs-dir", str(jobs), "--job-name", "j")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"casstore: --jobs-dir: {jobs.resolve()} is inside SOURCE {source.resolve()}: its jobs "
+        "would be discovered as tasks; choose a folder outside it\n"
+    )
+    assert not (tmp_path / "ds" / "jobs").exists() and not (source / "jobs").exists()

@@ -93,6 +93,7 @@ def plan_source(source: str, store: Store | None, jobs_dir: Path) -> SourcePlan:
     errors."""
     path = Path(source)
     if path.is_dir():
+        _check_jobs_outside(path, jobs_dir)
         found, dataset = cached_discovery(path, jobs_dir, lambda: _discover(path))
         tasks = [RunTask(t.name, Path(t.path), t.content_digest, tuple(t.metrics)) for t in found]
         return SourcePlan(tasks, dataset)
@@ -112,6 +113,19 @@ def plan_source(source: str, store: Store | None, jobs_dir: Path) -> SourcePlan:
         for _, r in items
     ]
     return SourcePlan(tasks, parsed.name, store, source, root, [r for _, r in items])
+
+
+def _check_jobs_outside(source: Path, jobs_dir: Path) -> None:
+    """UsageError naming ``--jobs-dir`` when it is the directory ``source`` or inside it: its
+    jobs would be discovered with the tasks (a dataset's next run refuses ``jobs`` as a
+    malformed task, a task's content digest changes with every run)."""
+    real, jobs = source.resolve(), jobs_dir.resolve()
+    if jobs == real or real in jobs.parents:
+        raise UsageError(
+            "--jobs-dir",
+            f"{jobs} is inside SOURCE {real}: its jobs would be discovered as tasks; "
+            "choose a folder outside it",
+        )
 
 
 def resolve_source(source: str, store: Store | None, jobs_dir: Path) -> RunTasks:
