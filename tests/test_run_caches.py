@@ -44,12 +44,12 @@ def _counting() -> tuple[list[int], object]:
     calls: list[int] = []
     real = sourcecache.cached_discovery
 
-    def wrapped(source, jobs_dir, discover):
+    def wrapped(source, jobs_dir, discover, pending=None):
         def counted():
             calls.append(1)
             return discover()
 
-        return real(source, jobs_dir, counted)
+        return real(source, jobs_dir, counted, pending)
 
     return calls, wrapped
 
@@ -273,7 +273,7 @@ def _declaring(ds: Path) -> None:
 
 
 def test_a_reward_key_no_declaring_task_has_is_refused_before_harbor(
-    capsys, tmp_path: Path
+    capsys, tmp_path: Path, unracy
 ) -> None:
     _declaring(tmp_path / "ds")
     jobs = tmp_path / "jobs"
@@ -289,6 +289,7 @@ def test_a_reward_key_no_declaring_task_has_is_refused_before_harbor(
         "'reward', 'style': pass one of them\n"
     )
     assert not (jobs / "j").exists() and not lock_path(jobs, "j").exists()
+    assert not jobs.exists()  # (nor the discovery cache: it was recorded in the jobs folder)
 
 
 def test_reward_key_rule() -> None:
