@@ -330,3 +330,17 @@ def test_a_jobs_dir_inside_the_source_is_refused_first(capsys, tmp_path: Path, i
         "would be discovered as tasks; choose a folder outside it\n"
     )
     assert not (tmp_path / "ds" / "jobs").exists() and not (source / "jobs").exists()
+
+
+def test_an_empty_source_is_refused_not_read_as_the_current_directory(
+    capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ``casstore run "$SUITE"`` with SUITE unset discovered and ran the current directory.
+    write_harbor_tasks(tmp_path / "here", ["plain"])
+    monkeypatch.chdir(tmp_path / "here")
+    jobs = tmp_path / "jobs"
+    argv = ("--store", str(tmp_path / "store"), "run", "", "--agent", "oracle")
+    code, out, err = run_cli(capsys, *argv, "--jobs-dir", str(jobs), "--job-name", "j")
+    assert (code, out) == (2, "")
+    assert err == ("casstore: SOURCE: empty: give a task or dataset directory or a reference\n")
+    assert not jobs.exists()

@@ -97,6 +97,8 @@ def plan_source(source: str, store: Store | None, jobs_dir: Path) -> SourcePlan:
     """Check ``source`` (module docstring). UsageError when it is neither a directory nor a
     reference a store holds (``store`` None: no store to look in); a directory's discovery
     errors."""
+    if not source:  # Path("") is ".": an unset variable would run the current directory
+        raise UsageError("SOURCE", "empty: give a task or dataset directory or a reference")
     path = Path(source)
     if path.is_dir():
         _check_jobs_outside(path, jobs_dir)
