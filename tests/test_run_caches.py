@@ -208,6 +208,21 @@ def test_a_remembered_digest_of_other_code_is_not_used(tmp_path: Path) -> None:
     assert remembered_options_digest(jobs, checked.inputs) is None
 
 
+def test_a_remembered_digest_under_another_key_is_not_used(tmp_path: Path) -> None:
+    # An entry named only by its inputs' hash: copied over another key (a synced or restored
+    # cache folder), it gave other options' digest, and the trial cache their attempts.
+    jobs = tmp_path / "jobs"
+    one = check_options(_options(tmp_path), ENV)
+    two = check_options(_options(tmp_path, model="m"), ENV)
+    remember_options_digest(jobs, one.inputs, "sha256:" + "1" * 64)
+    remember_options_digest(jobs, two.inputs, "sha256:" + "2" * 64)
+    folder = jobs / ".casstore-cache" / "options"
+    place = {i: folder / f"{i.partition(':')[2]}.json" for i in (one.inputs, two.inputs)}
+    place[two.inputs].write_bytes(place[one.inputs].read_bytes())
+    assert remembered_options_digest(jobs, two.inputs) is None
+    assert remembered_options_digest(jobs, one.inputs) == "sha256:" + "1" * 64
+
+
 def test_a_kept_job_is_imported_again_only_when_it_changed(tmp_path: Path, unracy) -> None:
     job_dir = write_example_job(tmp_path / "jobs", ["a", "b"], attempts=2, name="kept")
     (job_dir / "a__0" / "trial.log").write_text("a log")
