@@ -44,12 +44,12 @@ def _counting() -> tuple[list[int], object]:
     calls: list[int] = []
     real = sourcecache.cached_discovery
 
-    def wrapped(source, jobs_dir, discover):
+    def wrapped(source, jobs_dir, discover, pending=None):
         def counted():
             calls.append(1)
             return discover()
 
-        return real(source, jobs_dir, counted)
+        return real(source, jobs_dir, counted, pending)
 
     return calls, wrapped
 
@@ -208,6 +208,21 @@ def test_a_remembered_digest_of_other_code_is_not_used(tmp_path: Path) -> None:
     assert remembered_options_digest(jobs, checked.inputs) is None
 
 
+def test_a_remembered_digest_under_another_key_is_not_used(tmp_path: Path) -> None:
+    # An entry named only by its inputs' hash: copied over another key (a synced or restored
+    # cache folder), it gave other options' digest, and the trial cache their attempts.
+    jobs = tmp_path / "jobs"
+    one = check_options(_options(tmp_path), ENV)
+    two = check_options(_options(tmp_path, model="m"), ENV)
+    remember_options_digest(jobs, one.inputs, "sha256:" + "1" * 64)
+    remember_options_digest(jobs, two.inputs, "sha256:" + "2" * 64)
+    folder = jobs / ".casstore-cache" / "options"
+    place = {i: folder / f"{i.partition(':')[2]}.json" for i in (one.inputs, two.inputs)}
+    place[two.inputs].write_bytes(place[one.inputs].read_bytes())
+    assert remembered_options_digest(jobs, two.inputs) is None
+    assert remembered_options_digest(jobs, one.inputs) == "sha256:" + "1" * 64
+
+
 def test_a_kept_job_is_imported_again_only_when_it_changed(tmp_path: Path, unracy) -> None:
     job_dir = write_example_job(tmp_path / "jobs", ["a", "b"], attempts=2, name="kept")
     (job_dir / "a__0" / "trial.log").write_text("a log")
@@ -273,7 +288,7 @@ def _declaring(ds: Path) -> None:
 
 
 def test_a_reward_key_no_declaring_task_has_is_refused_before_harbor(
-    capsys, tmp_path: Path
+    capsys, tmp_path: Path, unracy
 ) -> None:
     _declaring(tmp_path / "ds")
     jobs = tmp_path / "jobs"
@@ -289,6 +304,7 @@ def test_a_reward_key_no_declaring_task_has_is_refused_before_harbor(
         "'reward', 'style': pass one of them\n"
     )
     assert not (jobs / "j").exists() and not lock_path(jobs, "j").exists()
+    assert not jobs.exists()  # (nor the discovery cache: it was recorded in the jobs folder)
 
 
 def test_reward_key_rule() -> None:
@@ -302,3 +318,44 @@ def test_reward_key_rule() -> None:
         check_reward_key("speed", [declaring, other])
     check_reward_key("speed", [declaring, plain])
     check_reward_key("anything", [])
+
+
+def test_an_entry_that_cannot_be_replaced_leaves_no_temporary_file(tmp_path: Path) -> None:
+    from casstore.run.statcache import write_entry
+
+    place = tmp_path / "sources" / "key.json"
+    place.mkdir(parents=True)  # (os.replace of a file over a directory fails)
+    write_entry(place, {"version": 1})
+    assert sorted(p.name for p in place.parent.iterdir()) == ["key.json"]
+    assert place.is_dir()
+
+
+@pytest.mark.parametrize("inside", ["ds", "ds/jobs", "ds/plain/jobs"])
+def test_a_jobs_dir_inside_the_source_is_refused_first(capsys, tmp_path: Path, inside: str) -> None:
+    # Its jobs were discovered with the tasks: a dataset's second run failed on ``jobs`` as a
+    # malformed task, a task's content digest changed with every run (always stale).
+    write_harbor_tasks(tmp_path / "ds", ["plain"])
+    source = tmp_path / ("ds/plain" if "plain" in inside else "ds")
+    jobs = tmp_path / inside
+    argv = ("--store", str(tmp_path / "store"), "run", str(source), "--agent", "oracle")
+    code, out, err = run_cli(capsys, *argv, "--jobs-dir", str(jobs), "--job-name", "j")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"casstore: --jobs-dir: {jobs.resolve()} is inside SOURCE {source.resolve()}: its jobs "
+        "would be discovered as tasks; choose a folder outside it\n"
+    )
+    assert not (tmp_path / "ds" / "jobs").exists() and not (source / "jobs").exists()
+
+
+def test_an_empty_source_is_refused_not_read_as_the_current_directory(
+    capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ``casstore run "$SUITE"`` with SUITE unset discovered and ran the current directory.
+    write_harbor_tasks(tmp_path / "here", ["plain"])
+    monkeypatch.chdir(tmp_path / "here")
+    jobs = tmp_path / "jobs"
+    argv = ("--store", str(tmp_path / "store"), "run", "", "--agent", "oracle")
+    code, out, err = run_cli(capsys, *argv, "--jobs-dir", str(jobs), "--job-name", "j")
+    assert (code, out) == (2, "")
+    assert err == ("casstore: SOURCE: empty: give a task or dataset directory or a reference\n")
+    assert not jobs.exists()

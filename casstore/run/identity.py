@@ -81,6 +81,8 @@ def options_digest(config: JobConfig, secret_references: Mapping[str, str]) -> s
 
 
 class _Remembered(msgspec.Struct, forbid_unknown_fields=True):
+    inputs: str
+    """The inputs it was recorded for: an entry copied or renamed to another key is unused."""
     code: list[list[int]]
     options: str
 
@@ -102,7 +104,7 @@ def remembered_options_digest(jobs_dir: Path, inputs: str) -> str | None:
     the code it came from is unchanged (same files by ``lstat``); else None. A hit means
     these inputs passed Harbor's models and make this digest: neither is redone."""
     entry = read_entry(_remembered_place(jobs_dir, inputs), _Remembered)
-    if entry is None or entry.code != _options_code():
+    if entry is None or entry.inputs != inputs or entry.code != _options_code():
         return None
     return entry.options
 
@@ -110,8 +112,9 @@ def remembered_options_digest(jobs_dir: Path, inputs: str) -> str | None:
 def remember_options_digest(jobs_dir: Path, inputs: str, options: str) -> None:
     """Record ``options``, the digest Harbor's models gave for ``inputs``."""
     place = _remembered_place(jobs_dir, inputs)
-    if read_entry(place, _Remembered) != _Remembered(_options_code(), options):
-        write_entry(place, _Remembered(_options_code(), options))
+    entry = _Remembered(inputs, _options_code(), options)
+    if read_entry(place, _Remembered) != entry:
+        write_entry(place, entry)
 
 
 def _sorted(value: Any) -> Any:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,6 +72,8 @@ class SourcePlan:
     _source: str = ""
     _root: Path | None = None
     _revisions: list[TaskRevision] = field(default_factory=list)
+    _pending: list[Callable[[], None]] = field(default_factory=list, repr=False)
+    """The discovery cache's writes, made by :meth:`tasks` (once every check passed)."""
 
     def tasks_declared(self) -> list[RunTask]:
         """The tasks as planned (a reference's not checked out yet): names, digests, keys."""
@@ -78,7 +81,10 @@ class SourcePlan:
 
     def tasks(self) -> RunTasks:
         """The tasks of the SOURCE, sorted by native id (a reference's revisions checked out
-        into their places first, a place holding another content removed)."""
+        into their places first, a place holding another content removed; a directory's
+        discovery recorded in the cache)."""
+        while self._pending:
+            self._pending.pop()()
         if self._store is not None and self._root is not None:
             root = self._root
             missing = {r.dir_name for r in self._revisions if not _kept(_place(root, r))}
@@ -91,11 +97,15 @@ def plan_source(source: str, store: Store | None, jobs_dir: Path) -> SourcePlan:
     """Check ``source`` (module docstring). UsageError when it is neither a directory nor a
     reference a store holds (``store`` None: no store to look in); a directory's discovery
     errors."""
+    if not source:  # Path("") is ".": an unset variable would run the current directory
+        raise UsageError("SOURCE", "empty: give a task or dataset directory or a reference")
     path = Path(source)
     if path.is_dir():
-        found, dataset = cached_discovery(path, jobs_dir, lambda: _discover(path))
+        _check_jobs_outside(path, jobs_dir)
+        pending: list[Callable[[], None]] = []
+        found, dataset = cached_discovery(path, jobs_dir, lambda: _discover(path), pending)
         tasks = [RunTask(t.name, Path(t.path), t.content_digest, tuple(t.metrics)) for t in found]
-        return SourcePlan(tasks, dataset)
+        return SourcePlan(tasks, dataset, _pending=pending)
     neither = UsageError(source, "neither a task or dataset directory nor a stored reference")
     if store is None or path.exists():
         raise neither
@@ -112,6 +122,19 @@ def plan_source(source: str, store: Store | None, jobs_dir: Path) -> SourcePlan:
         for _, r in items
     ]
     return SourcePlan(tasks, parsed.name, store, source, root, [r for _, r in items])
+
+
+def _check_jobs_outside(source: Path, jobs_dir: Path) -> None:
+    """UsageError naming ``--jobs-dir`` when it is the directory ``source`` or inside it: its
+    jobs would be discovered with the tasks (a dataset's next run refuses ``jobs`` as a
+    malformed task, a task's content digest changes with every run)."""
+    real, jobs = source.resolve(), jobs_dir.resolve()
+    if jobs == real or real in jobs.parents:
+        raise UsageError(
+            "--jobs-dir",
+            f"{jobs} is inside SOURCE {real}: its jobs would be discovered as tasks; "
+            "choose a folder outside it",
+        )
 
 
 def resolve_source(source: str, store: Store | None, jobs_dir: Path) -> RunTasks:

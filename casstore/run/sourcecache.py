@@ -60,11 +60,14 @@ def cached_discovery(
     source: Path,
     jobs_dir: Path,
     discover: Callable[[], tuple[list[CachedTask], str | None, bool]],
+    pending: list[Callable[[], None]] | None = None,
 ) -> tuple[list[CachedTask], str | None]:
     """The tasks and dataset name of the directory ``source``: the cache's when its entry's
     fingerprint is the tree's now, else ``discover()`` (tasks, dataset, whether it may be
-    recorded: False after a warning), recorded when the module docstring's rules allow.
-    Raises what ``discover`` raises."""
+    recorded: False after a warning), recorded when the module docstring's rules allow: at
+    once, or by the call appended to ``pending`` when given (a run records only once every
+    check passed, so a refused run leaves no ``.casstore-cache``). Raises what ``discover``
+    raises."""
     place = jobs_dir / CACHE_FOLDER / "sources" / f"{_key(source)}.json"
     real = Path(os.path.realpath(source))  # a linked SOURCE: its target's tree
     started = time.time_ns()
@@ -74,7 +77,11 @@ def cached_discovery(
         return entry.tasks, entry.dataset
     tasks, dataset, recordable = discover()
     if recordable and newest < started - RACY_NS and fingerprint(real, CODE)[0] == before:
-        write_entry(place, _Entry(VERSION, before, dataset, tasks))
+        entry = _Entry(VERSION, before, dataset, tasks)
+        if pending is None:
+            write_entry(place, entry)
+        else:
+            pending.append(lambda: write_entry(place, entry))
     return tasks, dataset
 
 

@@ -8,6 +8,7 @@ value is computed again).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from importlib.util import find_spec
@@ -116,11 +117,13 @@ def read_entry[T](place: Path, kind: type[T]) -> T | None:
 
 
 def write_entry(place: Path, entry: Any) -> None:
-    """Write ``entry`` at ``place`` (a temporary file renamed over it); OSError is ignored."""
+    """Write ``entry`` at ``place`` (a temporary file renamed over it); OSError is ignored,
+    and the temporary file is then removed (a cache that cannot be written leaves nothing)."""
+    temporary = place.with_name(f".{place.name}.tmp-{os.getpid()}")
     try:
         place.parent.mkdir(parents=True, exist_ok=True)
-        temporary = place.with_name(f".{place.name}.tmp-{os.getpid()}")
         temporary.write_bytes(msgspec.json.encode(entry))
         os.replace(temporary, place)
     except OSError:
-        return
+        with contextlib.suppress(OSError):
+            temporary.unlink()
