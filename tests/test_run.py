@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from casstore.errors import RunError
 from casstore.examples.harbor_tasks import EXPECTED_REWARDS, write_harbor_task, write_harbor_tasks
 from casstore.run.lock import job_lock
 from tests.helpers import run_cli
@@ -207,6 +208,42 @@ def test_sigint_cancels_imports_and_the_next_run_runs_the_rest(capsys, place) ->
     rest = _run(capsys, place, "--concurrency", "3")
     assert (rest["run"]["cache"], rest["run"]["attempts_run"]) == ("incomplete", 1)
     assert rest["counts"]["attempts"] == 3 and rest["counts"]["scored"] == 3
+
+
+def test_a_killed_run_keeps_its_job_locked_while_its_harbor_lives(capsys, place) -> None:
+    """SIGKILL of ``casstore run`` cannot stop its Harbor (another session): the job stays
+    locked (Harbor holds the lock's descriptor) until that Harbor ends, so a rerun cannot start
+    a second Harbor on the same job directory; then the lock is free again."""
+    gate = Path("/opt") / f"casstore-test-gate-{uuid.uuid4().hex}"  # the sandbox sees /opt
+    gate.write_text("hold\n")
+    try:
+        write_harbor_task(place["ds"], "slow", _slow_task(gate))
+        child = subprocess.Popen(
+            [str(Path(sys.executable).parent / "casstore"), *_argv(place, "--concurrency", "3")],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        job_dir = place["jobs"] / "suite"
+        _wait_for(lambda: _started(job_dir, "slow"), child)
+        child.kill()
+        child.wait(timeout=30)
+        with pytest.raises(RunError) as busy, job_lock(place["jobs"], "suite"):
+            pass
+        assert f"(pid {child.pid})" in str(busy.value)
+        code, _, err = run_cli(capsys, *_argv(place))
+        assert code == 1 and "another casstore run" in err
+    finally:
+        gate.unlink()
+    deadline = time.monotonic() + 180
+    while True:  # the orphaned Harbor finishes its trials, then the lock is free
+        try:
+            with job_lock(place["jobs"], "suite"):
+                break
+        except RunError:
+            assert time.monotonic() < deadline, "the orphaned Harbor did not end"
+            time.sleep(0.2)
+    assert not (job_dir / "launcher_result.json").exists()  # nobody waited for it
 
 
 def _slow_task(gate: Path) -> dict[str, tuple[str, int]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from casstore.errors import RunError, UsageError
 from casstore.run.cache import cache_key, cached_pairs, index_job, usable, usable_records
@@ -109,13 +109,27 @@ def run_job(source: str, options: RunOptions, store: Store, grace: float = 30.0)
     jobs_dir = options.jobs_dir.resolve()
     plan = plan_source(source, store, jobs_dir)  # a bad SOURCE: before any lock or job dir
     check_reward_key(options.reward_key, plan.tasks_declared())
-    with job_lock(jobs_dir, checked.job_name):
+    with job_lock(jobs_dir, checked.job_name) as lock:
         tasks = plan.tasks()
-        return _run_locked(checked, tasks, agent, jobs_dir / checked.job_name, store, grace)
+        launching = _Launching(grace, lock.fd)
+        return _run_locked(checked, tasks, agent, jobs_dir / checked.job_name, store, launching)
+
+
+class _Launching(NamedTuple):
+    """How Harbor is launched: the grace period (seconds) and the job lock's descriptor,
+    which Harbor's process inherits (:mod:`casstore.run.lock`)."""
+
+    grace: float
+    lock_fd: int
 
 
 def _run_locked(
-    checked: CheckedOptions, tasks: RunTasks, agent: str, job_dir: Path, store: Store, grace: float
+    checked: CheckedOptions,
+    tasks: RunTasks,
+    agent: str,
+    job_dir: Path,
+    store: Store,
+    launching: _Launching,
 ) -> RunResult:
     """The run, its lock held."""
     options = checked.options
@@ -135,7 +149,7 @@ def _run_locked(
     }
     outcome = None
     if any(need.values()):
-        outcome = _launch(checked, tasks, need, job_dir, state, opts, agent, grace)
+        outcome = _launch(checked, tasks, need, job_dir, state, opts, agent, launching)
         held = _import(store, job_dir, opts, agent, digests)
         _check_outcome(outcome, job_dir)
         mine = _held(store, held, digests)
@@ -232,7 +246,7 @@ def _launch(
     state: str,
     opts: str,
     agent: str,
-    grace: float,
+    launching: _Launching,
 ) -> LaunchOutcome:
     """Launch Harbor for the ``need``-ed attempts, resuming the job directory when kept."""
     by_name = {task.name: task for task in tasks.tasks}
@@ -254,7 +268,8 @@ def _launch(
             job_dir,
             checked.env.values,
             checked.options.agent_dir.resolve() if checked.options.agent_dir else None,
-            grace,
+            launching.grace,
+            inherit_fds=(launching.lock_fd,),
         )
 
 

@@ -68,10 +68,12 @@ def launch(
     secrets: Mapping[str, str],
     python_path: Path | None = None,
     grace: float = 30.0,
+    inherit_fds: tuple[int, ...] = (),
 ) -> LaunchOutcome:
     """Run Harbor on ``config_json`` (a JobConfig) for ``job_dir`` (module docstring).
     ``secrets`` join the child's environment only; ``python_path`` (``--agent-dir``) is put
-    first on its ``PYTHONPATH``. Returns the outcome, written to ``launcher_result.json``."""
+    first on its ``PYTHONPATH``; ``inherit_fds`` stay open in the child (the job lock).
+    Returns the outcome, written to ``launcher_result.json``."""
     job_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, **secrets)
     if python_path is not None:
@@ -88,6 +90,7 @@ def launch(
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
+            pass_fds=inherit_fds,
         )
         assert child.stdin is not None
         try:

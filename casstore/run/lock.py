@@ -3,8 +3,11 @@
 Neither Harbor nor the seed's runner guards a pinned job name; two runs sharing one would
 resume, delete and write each other's trials. A run holds an exclusive ``flock`` on
 ``<jobs dir>/.<job name>.casstore-lock`` (beside the job directory, which a stale stamp
-removes) for its whole length; a second run on the same name fails at once. The kernel drops
-the lock when the process ends, however it ends.
+removes) for its whole length; a second run on the same name fails at once. Harbor's process
+inherits the locked descriptor (:func:`casstore.run.launcher.launch`), so the lock lasts while
+anything of the run lives: a ``casstore run`` killed with SIGKILL leaves its Harbor running, and
+the job locked, until that Harbor ends. The kernel drops the lock when the last process holding
+it ends, however it ends.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from casstore.errors import RunError, UsageError, blocking_file
 
-__all__ = ["job_lock", "lock_path"]
+__all__ = ["HeldLock", "job_lock", "lock_path"]
 
 
 def lock_path(jobs_dir: Path, job_name: str) -> Path:
@@ -26,8 +30,15 @@ def lock_path(jobs_dir: Path, job_name: str) -> Path:
     return jobs_dir / f".{job_name}.casstore-lock"
 
 
+class HeldLock(NamedTuple):
+    """A held job lock: its file and the descriptor holding it (valid while held)."""
+
+    path: Path
+    fd: int
+
+
 @contextmanager
-def job_lock(jobs_dir: Path, job_name: str) -> Iterator[Path]:
+def job_lock(jobs_dir: Path, job_name: str) -> Iterator[HeldLock]:
     """Hold the lock of ``jobs_dir/job_name`` (made with its folder when missing) while the
     block runs; :class:`~casstore.errors.RunError` at once when another process holds it."""
     if (blocker := blocking_file(jobs_dir)) is not None:
@@ -49,6 +60,6 @@ def job_lock(jobs_dir: Path, job_name: str) -> Iterator[Path]:
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
-        yield path
+        yield HeldLock(path, fd)
     finally:
         os.close(fd)
