@@ -330,6 +330,29 @@ def test_an_entry_that_cannot_be_replaced_leaves_no_temporary_file(tmp_path: Pat
     assert place.is_dir()
 
 
+def test_temporary_files_of_killed_writers_are_removed_live_ones_kept(tmp_path: Path) -> None:
+    # A writer killed (SIGKILL) between its write and its rename leaves its temporary file; the
+    # next write of that entry removes it, never one of a live writer or of another entry.
+    import subprocess
+
+    from casstore.run.statcache import read_entry, write_entry
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    place = tmp_path / "sources" / "key.json"
+    place.parent.mkdir()
+    orphan = place.with_name(f".key.json.tmp-{dead.pid}")
+    live = place.with_name(f".key.json.tmp-{os.getppid()}")
+    other = place.with_name(f".other.json.tmp-{dead.pid}")
+    for left in (orphan, live, other):
+        left.write_bytes(b"{")
+    write_entry(place, {"version": 1})
+    assert sorted(p.name for p in place.parent.iterdir()) == sorted(
+        ["key.json", live.name, other.name]
+    )
+    assert read_entry(place, dict) == {"version": 1}
+
+
 @pytest.mark.parametrize("inside", ["ds", "ds/jobs", "ds/plain/jobs"])
 def test_a_jobs_dir_inside_the_source_is_refused_first(capsys, tmp_path: Path, inside: str) -> None:
     # Its jobs were discovered with the tasks: a dataset's second run failed on ``jobs`` as a

@@ -118,12 +118,35 @@ def read_entry[T](place: Path, kind: type[T]) -> T | None:
 
 def write_entry(place: Path, entry: Any) -> None:
     """Write ``entry`` at ``place`` (a temporary file renamed over it); OSError is ignored,
-    and the temporary file is then removed (a cache that cannot be written leaves nothing)."""
+    and the temporary file is then removed (a cache that cannot be written leaves nothing).
+    The temporary files of ``place`` left by processes that died before their rename
+    (SIGKILL) are removed first."""
     temporary = place.with_name(f".{place.name}.tmp-{os.getpid()}")
     try:
         place.parent.mkdir(parents=True, exist_ok=True)
+        _remove_orphans(place)
         temporary.write_bytes(msgspec.json.encode(entry))
         os.replace(temporary, place)
     except OSError:
         with contextlib.suppress(OSError):
             temporary.unlink()
+
+
+def _remove_orphans(place: Path) -> None:
+    """Remove ``.<name>.tmp-<pid>`` beside ``place`` whose process no longer exists."""
+    for left in place.parent.glob(f".{place.name}.tmp-*"):
+        pid = left.name.rpartition("-")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            with contextlib.suppress(OSError):
+                left.unlink()
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
