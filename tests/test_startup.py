@@ -262,6 +262,7 @@ COMPILED = [
     "harbor.models.task.config",
     "numpy",
     "rich.table",
+    "rich._emoji_codes",  # loaded by --help only
 ]
 
 
