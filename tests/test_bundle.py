@@ -95,6 +95,18 @@ def test_samples_give_back_the_canonical_table() -> None:
     assert score(canonical(_table())).to_json() == score(back).to_json()
 
 
+@pytest.mark.parametrize("key", ["reward", "style"])
+def test_an_integer_reward_no_float_holds_is_refused_naming_the_line(key: str) -> None:
+    # (a hostile bundle: float() of it raised a bare OverflowError, a traceback)
+    line = b'{"trial":"x","task":"t","attempt":0,"status":"scored","primary":1.0,'
+    ok = line + b'"rewards":{"reward":1.0}}\n'
+    huge = line.replace(b'"x"', b'"y"') + b'"rewards":{"%s":1%s}}\n' % (key.encode(), b"0" * 400)
+    samples = read_samples(ok + huge, "s.jsonl")
+    refused = r"s.jsonl:2: not a reward value .* an integer of 1329 bits"
+    with pytest.raises(CorruptArchiveError, match=refused):
+        table_of_samples(samples, "reward", "s.jsonl")
+
+
 def test_a_sample_value_no_bundle_writes_is_refused() -> None:
     line = b'{"trial":"x","task":"t","attempt":0,"status":"scored","primary":1.0,'
     samples = read_samples(line + b'"rewards":{"reward":[1]}}\n', "s.jsonl")

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from casstore.bundle.samples import Sample, read_value
+from casstore.errors import CorruptArchiveError
 from casstore.table.columns import LABEL_COLUMNS, Flag, Kind, RewardTable
 from casstore.table.labels import first_seen
 
@@ -163,5 +164,12 @@ def _column(rewards: list[dict[str, Any]], key: str, where: str) -> tuple[np.nda
         else:
             values[row], kinds[row] = read_value(raw[row], f"{where}:{row + 1}")
     for row in np.flatnonzero((kinds == Kind.BOOLEAN) | (kinds == Kind.INTEGER)).tolist():
-        values[row] = float(raw[row])
+        try:
+            values[row] = float(raw[row])
+        except OverflowError:  # an integer no float64 holds: no bundle writes one
+            raise CorruptArchiveError(
+                f"{where}:{row + 1}",
+                f"not a reward value as a bundle writes one: an integer of "
+                f"{raw[row].bit_length()} bits (a float holds at most 1024)",
+            ) from None
     return values, kinds
