@@ -16,6 +16,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -174,17 +176,7 @@ def test_a_concurrent_run_on_the_same_job_name_is_refused(capsys, place) -> None
 def test_sigint_cancels_imports_and_the_next_run_runs_the_rest(capsys, place) -> None:
     """SIGINT to ``casstore run`` while a slow trial runs: cancelled.json, no process of the
     job left, the finished trial imported; the next run runs only the cancelled task."""
-    gate = Path("/opt") / f"casstore-test-gate-{uuid.uuid4().hex}"  # the sandbox sees /opt
-    gate.write_text("hold\n")
-    try:
-        write_harbor_task(place["ds"], "slow", _slow_task(gate))
-        child = subprocess.Popen(
-            [str(Path(sys.executable).parent / "casstore"), *_argv(place, "--concurrency", "3")],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        job_dir = place["jobs"] / "suite"
+    with _slow_run(place) as (child, job_dir):
         _wait_for(lambda: len(_finished(job_dir)) == 2 and _started(job_dir, "slow"), child)
         child.send_signal(signal.SIGINT)
         _, err = child.communicate(timeout=120)
@@ -203,8 +195,6 @@ def test_sigint_cancels_imports_and_the_next_run_runs_the_rest(capsys, place) ->
         (job,) = json.loads(listed)
         assert code == 0 and job["trials"] == 3  # two finished, one cancelled: aborted evidence
         assert job["failure_codes"].get("cancelled") == 1
-    finally:
-        gate.unlink()
     rest = _run(capsys, place, "--concurrency", "3")
     assert (rest["run"]["cache"], rest["run"]["attempts_run"]) == ("incomplete", 1)
     assert rest["counts"]["attempts"] == 3 and rest["counts"]["scored"] == 3
@@ -214,17 +204,7 @@ def test_a_killed_run_keeps_its_job_locked_while_its_harbor_lives(capsys, place)
     """SIGKILL of ``casstore run`` cannot stop its Harbor (another session): the job stays
     locked (Harbor holds the lock's descriptor) until that Harbor ends, so a rerun cannot start
     a second Harbor on the same job directory; then the lock is free again."""
-    gate = Path("/opt") / f"casstore-test-gate-{uuid.uuid4().hex}"  # the sandbox sees /opt
-    gate.write_text("hold\n")
-    try:
-        write_harbor_task(place["ds"], "slow", _slow_task(gate))
-        child = subprocess.Popen(
-            [str(Path(sys.executable).parent / "casstore"), *_argv(place, "--concurrency", "3")],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        job_dir = place["jobs"] / "suite"
+    with _slow_run(place) as (child, job_dir):
         _wait_for(lambda: _started(job_dir, "slow"), child)
         child.kill()
         child.wait(timeout=30)
@@ -233,8 +213,6 @@ def test_a_killed_run_keeps_its_job_locked_while_its_harbor_lives(capsys, place)
         assert f"(pid {child.pid})" in str(busy.value)
         code, _, err = run_cli(capsys, *_argv(place))
         assert code == 1 and "another casstore run" in err
-    finally:
-        gate.unlink()
     deadline = time.monotonic() + 180
     while True:  # the orphaned Harbor finishes its trials, then the lock is free
         try:
@@ -244,6 +222,25 @@ def test_a_killed_run_keeps_its_job_locked_while_its_harbor_lives(capsys, place)
             assert time.monotonic() < deadline, "the orphaned Harbor did not end"
             time.sleep(0.2)
     assert not (job_dir / "launcher_result.json").exists()  # nobody waited for it
+
+
+@contextmanager
+def _slow_run(place) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """``casstore run`` of the dataset plus a ``slow`` task, as a process: ``(process, job
+    dir)``; the slow task's oracle waits until the block ends (its gate removed)."""
+    gate = Path("/opt") / f"casstore-test-gate-{uuid.uuid4().hex}"  # the sandbox sees /opt
+    gate.write_text("hold\n")
+    try:
+        write_harbor_task(place["ds"], "slow", _slow_task(gate))
+        child = subprocess.Popen(
+            [str(Path(sys.executable).parent / "casstore"), *_argv(place, "--concurrency", "3")],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        yield child, place["jobs"] / "suite"
+    finally:
+        gate.unlink()
 
 
 def _slow_task(gate: Path) -> dict[str, tuple[str, int]]:
